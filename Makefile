@@ -1,0 +1,78 @@
+# PT2E Casebook: `make build` builds the executed book, `make test` tests it.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+BUILD_DIR := _build
+JUPYTER_CACHE := $(BUILD_DIR)/.jupyter_cache
+# Every Sphinx warning and every unexpected cell error fails the build.
+JB_FLAGS := -W -n --keep-going
+BOOK ?= .
+PORT ?= 8000
+
+# TensorRT: "full" installs torch-tensorrt with TensorRT (needs a CUDA GPU and NVIDIA's package
+# index); "analysis" installs only torch-tensorrt's Python code for the dry-run coverage analysis.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+TENSORRT ?= $(if $(HAS_GPU),full,analysis)
+TRT_REQUIREMENTS_full := requirements-gpu.txt
+TRT_PIP_FLAGS_full :=
+TRT_REQUIREMENTS_analysis := requirements-trt-analysis.txt
+TRT_PIP_FLAGS_analysis := --no-deps
+INSTALLED := $(VENV)/.installed-$(TENSORRT)
+HELPER_SOURCES := $(shell find case_studies -name '*.py' 2>/dev/null)
+
+.PHONY: build book test unit site-check serve lint clean install
+
+build: install $(BUILD_DIR)/.helpers-stamp
+	@if [ "$${CI:-}" = "true" ]; then echo "CI=true: executing every notebook afresh"; rm -rf $(JUPYTER_CACHE); fi
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory book; \
+	echo "book built in $$(( $$(date +%s) - start )) s: $(BUILD_DIR)/html/index.html"
+
+# The bare Jupyter Book call, also used by tests/test_build_config.py on a fixture book.
+book:
+	$(BIN)/jupyter-book build $(BOOK) $(JB_FLAGS)
+
+install: $(INSTALLED)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when a requirements file changes. Cached notebook outputs were produced by the old
+# environment, so they are dropped too.
+$(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) pyproject.toml | $(BIN)/python
+	@echo "Installing the pinned stack (TensorRT: $(TENSORRT))"
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q $(TRT_PIP_FLAGS_$(TENSORRT)) -r $(TRT_REQUIREMENTS_$(TENSORRT))
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	rm -rf $(JUPYTER_CACHE)
+	touch $@
+
+# Notebooks import case_studies; when it changes, cached outputs may no longer be what it computes.
+$(BUILD_DIR)/.helpers-stamp: $(HELPER_SOURCES)
+	rm -rf $(JUPYTER_CACHE)
+	mkdir -p $(BUILD_DIR)
+	touch $@
+
+unit: install
+	$(BIN)/python -m pytest tests --ignore=tests/site
+
+site-check: install
+	$(BIN)/python -m pytest tests/site
+
+test: unit build site-check
+
+serve: build
+	@echo "Serving $(BUILD_DIR)/html at http://localhost:$(PORT)"
+	$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory $(BUILD_DIR)/html
+
+lint: install
+	$(BIN)/ruff check case_studies tests
+	$(BIN)/ruff format --check case_studies tests
+
+clean:
+	rm -rf $(BUILD_DIR) .artifacts .pytest_cache .ruff_cache

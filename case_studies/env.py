@@ -1,0 +1,84 @@
+"""What the book ran with: versions and hardware, shown on every page that runs code.
+
+Export behaviour changes between PyTorch releases, so a reader comparing their own error with a page
+needs to know exactly which stack produced the page.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import sys
+
+import torch
+
+# detectron2 is installed either from upstream source (distribution "detectron2") or from the
+# PyPI repackaging "sal-detectron2"; both provide the `detectron2` module.
+_DETECTRON2_DISTRIBUTIONS = ("detectron2", "sal-detectron2")
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _detectron2_status() -> str:
+    for name in _DETECTRON2_DISTRIBUTIONS:
+        version = _distribution_version(name)
+        if version is not None:
+            return f"{version} (distribution {name})"
+    return "not installed"
+
+
+def _tensorrt_status() -> str:
+    """Describe torch-tensorrt without importing it where it cannot work.
+
+    `import torch_tensorrt` needs libnvinfer and a CUDA device; on a CPU machine the book installs it
+    only for its pure-Python partition analysis, which runs in a subprocess.
+    """
+    version = _distribution_version("torch-tensorrt")
+    if version is None:
+        return "not installed"
+    if not torch.cuda.is_available():
+        return f"{version} (analysis only: no CUDA device, so no TensorRT engines are built)"
+    if importlib.util.find_spec("tensorrt") is None:
+        return f"{version} (TensorRT runtime not installed)"
+    return f"{version} with TensorRT {importlib.metadata.version('tensorrt')}"
+
+
+def _accelerator() -> str:
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        return f"CUDA {torch.version.cuda}, {torch.cuda.device_count()} x {name}"
+    return f"CPU only ({platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads)"
+
+
+def environment() -> dict[str, str]:
+    """The stack this process runs on, as display strings."""
+    return {
+        "Python": sys.version.split()[0],
+        "Platform": f"{platform.system()} {platform.machine()}",
+        "torch": torch.__version__,
+        "torchvision": _distribution_version("torchvision") or "not installed",
+        "torch-tensorrt": _tensorrt_status(),
+        "detectron2": _detectron2_status(),
+        "Accelerator": _accelerator(),
+        "CPU cores": str(os.cpu_count()),
+    }
+
+
+def versions_table() -> str:
+    """The environment as a Markdown table."""
+    rows = "\n".join(f"| {key} | {value} |" for key, value in environment().items())
+    return f"| component | version |\n|---|---|\n{rows}"
+
+
+def show_versions() -> None:
+    """Render the environment table in a notebook (the collapsed first cell of every page)."""
+    from IPython.display import Markdown, display
+
+    display(Markdown("**This page was executed with:**\n\n" + versions_table()))

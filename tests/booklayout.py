@@ -1,0 +1,26 @@
+"""Where the book's pages are: the repository root and the pages listed in `_toc.yml`."""
+
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _toc_files(entry) -> list[str]:
+    files = [entry["file"]] if "file" in entry else []
+    for key in ("parts", "chapters", "sections"):
+        for child in entry.get(key, []):
+            files += _toc_files(child)
+    return files
+
+
+def toc_pages() -> list[str]:
+    """Every page of the book, as paths without suffix relative to the repository root."""
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
+    return [toc["root"], *_toc_files(toc)]
+
+
+def page_source(page: str) -> Path:
+    """The source file (.md or .ipynb) of a TOC page."""
+    return next(REPO_ROOT.glob(f"{page}.*"))

@@ -1,0 +1,73 @@
+"""The book's two guards: parity with eager, and expected errors that must still happen."""
+
+import re
+
+import pytest
+import torch
+
+from case_studies.errors import expect_error
+from case_studies.parity import assert_parity, compare_outputs
+
+
+class DataDependentBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x + 1
+        return x - 1
+
+
+def test_expect_error_catches_and_shows_the_expected_error(capsys):
+    with expect_error(RuntimeError, "Could not guard on data-dependent expression") as caught:
+        torch.export.export(DataDependentBranch(), (torch.randn(3),))
+    assert type(caught.exception).__name__ == "GuardOnDataDependentSymNode"
+    assert "raised as expected" in capsys.readouterr().out
+
+
+def test_expect_error_accepts_a_regular_expression():
+    with expect_error(ValueError, re.compile(r"code \d+")):
+        raise ValueError("failed with code 17")
+
+
+def test_expect_error_fails_when_nothing_is_raised():
+    with pytest.raises(AssertionError, match="ran without error"):
+        with expect_error(RuntimeError, "anything"):
+            pass
+
+
+def test_expect_error_fails_on_a_different_type():
+    with pytest.raises(AssertionError, match="expected builtins.KeyError"):
+        with expect_error(KeyError, "x"):
+            raise ValueError("x")
+
+
+def test_expect_error_fails_when_the_message_changed():
+    with pytest.raises(AssertionError, match="is stale"):
+        with expect_error(ValueError, "old wording"):
+            raise ValueError("new wording")
+
+
+def test_parity_passes_for_an_exported_program():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    exported = torch.export.export(model, (torch.randn(2, 4),))
+    result = assert_parity(model, exported.module(), [torch.randn(2, 4), torch.zeros(2, 4)])
+    assert result.inputs_checked == 2 and result.leaves_checked == 2
+
+
+def test_parity_reports_the_path_of_a_differing_value():
+    with pytest.raises(AssertionError, match=r"\['boxes'\] differs"):
+        compare_outputs({"boxes": torch.zeros(2), "n": 2}, {"boxes": torch.ones(2), "n": 2})
+
+
+def test_parity_rejects_a_different_structure():
+    with pytest.raises(AssertionError, match="structure differs"):
+        compare_outputs((torch.zeros(0, 4),), [torch.zeros(0, 4)])
+
+
+def test_parity_compares_non_tensor_leaves():
+    with pytest.raises(AssertionError, match="expected 2, got 3"):
+        compare_outputs({"n": 2}, {"n": 3})
+
+
+def test_parity_needs_inputs():
+    with pytest.raises(ValueError, match="at least one input"):
+        assert_parity(torch.nn.Identity(), torch.nn.Identity(), [])

@@ -1,0 +1,15 @@
+"""Notebooks are committed as MyST-markdown text (jupytext), never as .ipynb with outputs."""
+
+import re
+
+from booklayout import REPO_ROOT, page_source, toc_pages
+
+
+def test_notebooks_are_committed_as_text_without_outputs():
+    committed = [p for p in REPO_ROOT.rglob("*.ipynb") if not {".venv", "_build"} & set(p.parts)]
+    assert not committed, f"notebooks must be MyST markdown (jupytext), not .ipynb: {committed}"
+    for page in toc_pages():
+        source = page_source(page)
+        text = source.read_text(encoding="utf-8")
+        if "```{code-cell}" in text:
+            assert re.match(r"---\njupytext:", text), f"{source} lacks the jupytext front matter"
