@@ -8,9 +8,11 @@ behaviour, the page that describes the old behaviour stops building instead of s
 
 from __future__ import annotations
 
+import io
 import re
+import sys
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from dataclasses import dataclass, field
 
 
@@ -21,6 +23,13 @@ class CaughtError:
     expected_type: type[BaseException]
     fragment: str
     exception: BaseException | None = field(default=None)
+    stderr: str = ""
+
+    @property
+    def partial_graph(self) -> str | None:
+        """The graph export had traced before it failed, when export attached one."""
+        graph = getattr(self.exception, "partial_fx_graph", None)
+        return str(graph) if graph is not None else None
 
     @property
     def message(self) -> str:
@@ -55,8 +64,12 @@ def expect_error(
     yielded object's `.exception` for further assertions.
     """
     caught = CaughtError(expected_type, fragment if isinstance(fragment, str) else fragment.pattern)
+    # torch.export prints the partially traced graph to stderr once per nested wrapper; capture it so
+    # the page shows it once, labelled, after the error.
+    captured = io.StringIO()
     try:
-        yield caught
+        with redirect_stderr(captured):
+            yield caught
     except BaseException as error:  # noqa: BLE001 - re-raised below unless it is the expected one
         if not isinstance(error, expected_type):
             raise AssertionError(
@@ -76,6 +89,16 @@ def expect_error(
             f"expected {_qualified_name(expected_type)} ({caught.fragment!r}) but the block ran without error: "
             "PyTorch's behaviour has changed and this page needs updating."
         )
+    finally:
+        caught.stderr = captured.getvalue()
+    other_stderr = caught.stderr
+    if caught.partial_graph:
+        other_stderr = other_stderr.replace(caught.partial_graph, "").strip()
+    if other_stderr:
+        sys.stderr.write(other_stderr + "\n")
     if show:
         print(f"✗ raised as expected: {_qualified_name(type(caught.exception))}\n")
         print(caught.summary(max_lines))
+        if caught.partial_graph:
+            print("\nGraph traced before the failure (export prints it to stderr):")
+            print(caught.partial_graph.strip())

@@ -7,69 +7,90 @@ fails just like one that changes values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
 
+# Per-dtype (rtol, atol). None means torch.testing.assert_close's own dtype-based defaults.
+Tolerances = Mapping[torch.dtype, tuple[float, float]]
+
 
 @dataclass(frozen=True)
 class ParityResult:
-    """How many inputs were checked and the largest absolute difference seen."""
+    """How many inputs were checked, the largest absolute difference, and the tolerances applied."""
 
     inputs_checked: int
     leaves_checked: int
     max_abs_diff: float
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def __str__(self) -> str:
+        tols = ", ".join(f"{d}: rtol {r:g}, atol {a:g}" for d, (r, a) in self.tolerances.items())
         return (
             f"parity OK on {self.inputs_checked} input(s), {self.leaves_checked} output tensor(s) compared, "
-            f"max |difference| = {self.max_abs_diff:.3g}"
+            f"max |difference| = {self.max_abs_diff:.3g}" + (f" ({tols})" if tols else "")
         )
 
 
 def _as_args(inputs) -> tuple:
-    return inputs if isinstance(inputs, tuple) else (inputs,)
+    return inputs if isinstance(inputs, tuple | list) else (inputs,)
 
 
 def _max_abs_diff(expected: torch.Tensor, actual: torch.Tensor) -> float:
     if expected.numel() == 0:
         return 0.0
     if expected.dtype.is_floating_point or expected.dtype.is_complex:
-        return (expected.detach() - actual.detach().to(expected.device)).abs().max().item()
+        wide = torch.complex128 if expected.dtype.is_complex else torch.float64
+        return (expected.detach().to(wide) - actual.detach().to(expected.device, wide)).abs().max().item()
     return float((expected != actual.to(expected.device)).sum().item())
 
 
 def compare_outputs(
-    expected, actual, *, rtol: float | None = None, atol: float | None = None
+    expected,
+    actual,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    tolerances: Tolerances | None = None,
+    used: dict | None = None,
+    label: str = "",
 ) -> tuple[int, float]:
     """Assert that two output pytrees have the same structure and close leaves.
 
-    Returns (number of leaves compared, largest absolute difference). Raises AssertionError with
-    the path of the first leaf that differs.
+    `tolerances` maps dtypes to (rtol, atol) (integer and bool leaves are compared exactly when
+    their dtype is not listed); otherwise `rtol`/`atol`, or assert_close's defaults. The tolerances
+    applied are recorded in `used`. Returns (leaves compared, largest absolute difference) and raises
+    AssertionError naming the first leaf that differs.
     """
     expected_leaves, expected_spec = pytree.tree_flatten_with_path(expected)
     actual_leaves, actual_spec = pytree.tree_flatten_with_path(actual)
     if expected_spec != actual_spec:
         raise AssertionError(
-            f"output structure differs:\n  expected {expected_spec}\n  actual   {actual_spec}"
+            f"{label}output structure differs:\n  expected {expected_spec}\n  actual   {actual_spec}"
         )
     worst = 0.0
     for (path, want), (_, got) in zip(expected_leaves, actual_leaves, strict=True):
-        where = pytree.keystr(path) or "<output>"
-        if isinstance(want, torch.Tensor):
-            torch.testing.assert_close(
-                got,
-                want,
-                rtol=rtol,
-                atol=atol,
-                check_device=False,
-                msg=lambda m, where=where: f"output {where} differs: {m}",
-            )
-            worst = max(worst, _max_abs_diff(want, got))
-        elif want != got:
-            raise AssertionError(f"output {where} differs: expected {want!r}, got {got!r}")
+        where = f"{label}output {pytree.keystr(path) or '<output>'}"
+        if not isinstance(want, torch.Tensor):
+            if want != got:
+                raise AssertionError(f"{where} differs: expected {want!r}, got {got!r}")
+            continue
+        leaf_rtol, leaf_atol = rtol, atol
+        if tolerances is not None:
+            leaf_rtol, leaf_atol = tolerances.get(want.dtype, (0.0, 0.0))
+            if (want.is_floating_point() or want.is_complex()) and used is not None:
+                used[str(want.dtype).removeprefix("torch.")] = (leaf_rtol, leaf_atol)
+        torch.testing.assert_close(
+            got,
+            want,
+            rtol=leaf_rtol,
+            atol=leaf_atol,
+            check_device=False,
+            msg=lambda m, where=where: f"{where} differs: {m}",
+        )
+        worst = max(worst, _max_abs_diff(want, got))
     return len(expected_leaves), worst
 
 
@@ -80,24 +101,35 @@ def assert_parity(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    tolerances: Tolerances | None = None,
 ) -> ParityResult:
     """Run `reference` (eager) and `candidate` (exported/compiled) on every input and compare.
 
     `inputs` is an iterable of argument tuples (a single tensor counts as a one-argument tuple).
-    Default tolerances are `torch.testing.assert_close`'s, which depend on the dtype.
+    Default tolerances are `torch.testing.assert_close`'s, which depend on the dtype; compiled
+    backends pass a per-dtype `tolerances` table instead.
     """
     checked = leaves = 0
     worst = 0.0
+    used: dict[str, tuple[float, float]] = {}
     with torch.inference_mode():
-        for args in inputs:
+        for index, args in enumerate(inputs):
             args = _as_args(args)
-            n, diff = compare_outputs(reference(*args), candidate(*args), rtol=rtol, atol=atol)
+            n, diff = compare_outputs(
+                reference(*args),
+                candidate(*args),
+                rtol=rtol,
+                atol=atol,
+                tolerances=tolerances,
+                used=used,
+                label=f"input {index}: ",
+            )
             checked, leaves, worst = checked + 1, leaves + n, max(worst, diff)
     if checked == 0:
         raise ValueError("assert_parity needs at least one input")
-    return ParityResult(checked, leaves, worst)
+    return ParityResult(checked, leaves, worst, used)
 
 
-def shapes(tree) -> Sequence:
+def shapes(tree):
     """The shapes of every tensor in an output pytree, for showing what came back."""
     return pytree.tree_map_only(torch.Tensor, lambda t: tuple(t.shape), tree)

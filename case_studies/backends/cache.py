@@ -1,0 +1,205 @@
+"""On-disk cache of compiled artifacts, so rebuilding the book does not recompile unchanged models.
+
+An artifact is keyed by everything that can change what the compiler produces: the program's code
+and signature, the bytes of its weights and constants, the example inputs' shapes/dtypes/devices,
+the backend, its settings, and the versions of the compilers and the hardware they target. Anything
+left out of the key would let a stale artifact be served silently, so when in doubt it goes in.
+
+The cache lives in ``<repo>/.artifacts/compiled`` (git-ignored). Set ``CASEBOOK_ARTIFACT_DIR`` to
+move the artifact root elsewhere; compiled artifacts then go to ``$CASEBOOK_ARTIFACT_DIR/compiled``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import platform
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+ARTIFACT_DIR_ENV = "CASEBOOK_ARTIFACT_DIR"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_cache_dir() -> Path:
+    """Where compiled artifacts go unless the caller says otherwise."""
+    root = os.environ.get(ARTIFACT_DIR_ENV)
+    base = Path(root).expanduser() if root else _REPO_ROOT / ".artifacts"
+    return base / "compiled"
+
+
+def cache_key(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: Sequence[Any],
+    backend: str,
+    settings: Mapping[str, Any] | None = None,
+) -> str:
+    """Return the sha256 hex digest identifying one (program, inputs, backend, settings) compile."""
+    h = hashlib.sha256()
+    _update_program(h, exported_program)
+    _update_text(h, "inputs", input_signature(example_inputs))
+    _update_text(h, "backend", backend)
+    _update_text(h, "settings", stable_repr(dict(settings or {})))
+    _update_text(h, "toolchain", stable_repr(toolchain_versions(backend, example_inputs)))
+    return h.hexdigest()
+
+
+def artifact_path(cache_dir: str | os.PathLike[str], backend: str, key: str, suffix: str = ".pt2") -> Path:
+    """Path of the artifact for ``key``; the backend prefix keeps the folder readable."""
+    return Path(cache_dir) / f"{backend}-{key[:32]}{suffix}"
+
+
+def metadata_path(artifact: Path) -> Path:
+    """Sidecar JSON next to an artifact, recording how it was built."""
+    return artifact.with_suffix(".json")
+
+
+@contextlib.contextmanager
+def atomic_output(final_path: Path) -> Iterator[Path]:
+    """Yield a temporary path in the same folder; rename it onto ``final_path`` only on success.
+
+    A crash or an interrupted compile then never leaves a half-written artifact that a later build
+    would load. The temporary name keeps the final suffix because some writers (AOTInductor) check it.
+    If the body wrote nothing, nothing is renamed.
+    """
+    final_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final_path.with_name(
+        f".{final_path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp{final_path.suffix}"
+    )
+    try:
+        yield tmp
+        if tmp.exists():
+            os.replace(tmp, final_path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_metadata(artifact: Path, metadata: Mapping[str, Any]) -> None:
+    """Atomically write the sidecar JSON for ``artifact``."""
+    target = metadata_path(artifact)
+    with atomic_output(target) as tmp:
+        tmp.write_text(json.dumps(dict(metadata), indent=2, sort_keys=True, default=str))
+
+
+def read_metadata(artifact: Path) -> dict[str, Any] | None:
+    """The sidecar JSON for ``artifact``, or None if it is missing or unreadable."""
+    try:
+        return json.loads(metadata_path(artifact).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def input_signature(example_inputs: Sequence[Any]) -> str:
+    """Shapes, dtypes, devices (and the nesting) of the inputs; values do not matter to a compiler."""
+    leaves, spec = pytree.tree_flatten(example_inputs)
+    described = [_describe_leaf(leaf) for leaf in leaves]
+    return f"{spec}|{described}"
+
+
+def toolchain_versions(backend: str, example_inputs: Sequence[Any] = ()) -> dict[str, str]:
+    """Compiler versions and target hardware: compiled code is only valid for these."""
+    versions = {"torch": torch.__version__, "machine": platform.machine()}
+    device = first_device(example_inputs)
+    if device.type == "cuda":
+        versions["cuda"] = str(torch.version.cuda)
+        versions["gpu"] = torch.cuda.get_device_name(device)
+        versions["capability"] = str(torch.cuda.get_device_capability(device))
+    else:
+        versions["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    if backend == "tensorrt":
+        versions.update(_tensorrt_versions())
+    return versions
+
+
+def first_device(example_inputs: Sequence[Any]) -> torch.device:
+    """Device of the first tensor among the inputs (CPU if there is none)."""
+    for leaf in pytree.tree_leaves(example_inputs):
+        if isinstance(leaf, torch.Tensor):
+            return leaf.device
+    return torch.device("cpu")
+
+
+def stable_repr(obj: Any) -> str:
+    """A repr that does not depend on dict/set ordering, so equal settings give equal keys."""
+    if isinstance(obj, Mapping):
+        items = sorted((stable_repr(k), stable_repr(v)) for k, v in obj.items())
+        return "{" + ", ".join(f"{k}: {v}" for k, v in items) + "}"
+    if isinstance(obj, set | frozenset):
+        return "{" + ", ".join(sorted(stable_repr(x) for x in obj)) + "}"
+    if isinstance(obj, list | tuple):
+        return type(obj).__name__ + "(" + ", ".join(stable_repr(x) for x in obj) + ")"
+    if isinstance(obj, torch.Tensor):
+        return _describe_leaf(obj)
+    if isinstance(obj, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        return str(obj)  # e.g. "aten.add.Tensor"
+    if callable(obj) and hasattr(obj, "__qualname__"):
+        return f"{getattr(obj, '__module__', '')}.{obj.__qualname__}"
+    return repr(obj)
+
+
+def _update_text(h: Any, tag: str, text: str) -> None:
+    """Feed a tagged, length-prefixed string so adjacent fields cannot run into each other."""
+    data = text.encode()
+    h.update(f"{tag}:{len(data)}:".encode())
+    h.update(data)
+
+
+def _update_program(h: Any, ep: torch.export.ExportedProgram) -> None:
+    """Hash the program's code (every submodule, for control flow), signature, and tensors."""
+    for name, module in ep.graph_module.named_modules():
+        if isinstance(module, torch.fx.GraphModule):
+            _update_text(h, f"code[{name}]", module.code)
+    _update_text(h, "signature", str(ep.graph_signature))
+    _update_text(h, "call_spec", str(ep.call_spec))
+    _update_text(
+        h, "range_constraints", stable_repr({str(k): str(v) for k, v in ep.range_constraints.items()})
+    )
+    for group, tensors in (("state_dict", ep.state_dict), ("constants", ep.constants)):
+        for name in sorted(tensors):
+            _update_text(h, f"{group}[{name}]", _describe_leaf(tensors[name]))
+            _update_value_bytes(h, tensors[name])
+
+
+def _update_value_bytes(h: Any, value: Any) -> None:
+    """Hash a tensor's raw bytes (fast path), or its serialized form for anything exotic."""
+    if isinstance(value, torch.Tensor):
+        try:
+            raw = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            h.update(memoryview(raw.numpy()))
+            return
+        except (RuntimeError, TypeError):
+            pass  # quantized, sparse, meta, ...: fall back to torch.save below
+        buffer = io.BytesIO()
+        torch.save(value.detach().cpu(), buffer)
+        h.update(buffer.getvalue())
+    else:
+        _update_text(h, "object", f"{type(value).__qualname__}:{value!r}")
+
+
+def _describe_leaf(leaf: Any) -> str:
+    if isinstance(leaf, torch.Tensor):
+        return f"Tensor({tuple(leaf.shape)}, {leaf.dtype}, {leaf.device}, {leaf.layout})"
+    return f"{type(leaf).__name__}({leaf!r})"
+
+
+def _tensorrt_versions() -> dict[str, str]:
+    """Installed torch_tensorrt / TensorRT distributions: engines built by one do not load in another.
+
+    Read from package metadata rather than by importing, which is slow and fails loudly without GPU libs.
+    """
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name.startswith(("tensorrt", "torch-tensorrt")):
+            found[name] = dist.version
+    return found or {"torch-tensorrt": "not installed"}

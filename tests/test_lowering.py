@@ -1,0 +1,223 @@
+"""lower(): AOTInductor parity, on-disk caching, backend choice and its errors.
+
+One real AOTInductor compile (module-scoped); every other test reuses it through the cache or needs
+no compile at all, so the file runs in well under a minute on two cores.
+"""
+
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from case_studies.backends import Lowered, lower
+from case_studies.backends import lowering as lowering_module
+from case_studies.backends.cache import (
+    ARTIFACT_DIR_ENV,
+    atomic_output,
+    cache_key,
+    default_cache_dir,
+    metadata_path,
+)
+from case_studies.parity import assert_parity
+
+NO_CUDA = not torch.cuda.is_available()
+
+
+class Tiny(nn.Module):
+    """Conv + linear with a dict output, so parity has to match a nested structure."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        features = torch.relu(self.conv(x)).mean(dim=(2, 3))
+        return {"logits": self.head(features), "features": features}
+
+
+def _export(seed=0):
+    torch.manual_seed(seed)
+    model = Tiny().eval()
+    x = torch.randn(2, 3, 16, 16)
+    return torch.export.export(model, (x,)), x
+
+
+@pytest.fixture(scope="module")
+def program():
+    return _export()
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("compiled")
+
+
+@pytest.fixture(scope="module")
+def compiled(program, cache_dir):
+    ep, x = program
+    return lower(ep, (x,), "aoti", cache_dir=cache_dir, parity_inputs=[(torch.randn(2, 3, 16, 16),)])
+
+
+def test_aoti_lowering_has_parity(program, compiled):
+    ep, x = program
+    assert isinstance(compiled, Lowered)
+    assert (compiled.backend, compiled.from_cache, compiled.device) == ("aoti", False, "cpu")
+    assert compiled.parity is not None and compiled.parity.inputs_checked == 2 and compiled.parity.leaves_checked == 4
+    assert compiled.artifact_path.exists() and metadata_path(compiled.artifact_path).exists()
+    out = compiled(x)
+    assert set(out) == {"logits", "features"}
+    torch.testing.assert_close(out["logits"], ep.module()(x)["logits"], rtol=1e-4, atol=1e-4)
+
+
+def test_same_program_and_settings_is_a_cache_hit(program, cache_dir, compiled):
+    ep, x = program
+    start = time.perf_counter()
+    again = lower(ep, (x,), "aoti", cache_dir=cache_dir)
+    elapsed = time.perf_counter() - start
+    assert again.from_cache and again.artifact_path == compiled.artifact_path
+    assert again.parity is not None  # parity is re-checked on the loaded artifact
+    assert elapsed < compiled.compile_seconds / 5
+    assert again.first_compile_seconds == pytest.approx(compiled.compile_seconds, rel=0.5)
+    assert "loaded from cache" in str(again)
+
+
+def test_reexporting_the_same_model_reuses_the_cache(program, cache_dir, compiled):
+    ep, x = _export()  # same seed: same weights, fresh ExportedProgram
+    assert lower(ep, (x,), "aoti", cache_dir=cache_dir).from_cache
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="checks the CPU-only choice")
+def test_auto_picks_aoti_on_cpu_and_says_why(program, cache_dir, compiled):
+    ep, x = program
+    auto = lower(ep, (x,), "auto", cache_dir=cache_dir, min_block_size=1)
+    assert auto.backend == "aoti" and auto.from_cache
+    assert "no CUDA device" in auto.reason and "torch.cuda.is_available() is False" in auto.reason
+    assert "min_block_size" in auto.reason  # a TensorRT setting, ignored and reported
+
+
+def test_key_changes_with_settings_weights_inputs_and_backend(program):
+    ep, x = program
+    base = cache_key(ep, (x,), "aoti", {})
+    assert cache_key(ep, (x,), "aoti", {}) == base
+    assert cache_key(ep, (x,), "aoti", {"inductor_configs": {"max_autotune": True}}) != base
+    assert cache_key(ep, (x,), "eager", {}) != base
+    assert cache_key(ep, (torch.randn(4, 3, 16, 16),), "aoti", {}) != base
+    assert cache_key(ep, (x.double(),), "aoti", {}) != base
+    other_weights, _ = _export(seed=1)
+    assert cache_key(other_weights, (x,), "aoti", {}) != base
+
+
+def test_key_ignores_setting_order(program):
+    ep, x = program
+    a = cache_key(ep, (x,), "tensorrt", {"min_block_size": 1, "torch_executed_ops": {"b", "a"}})
+    b = cache_key(ep, (x,), "tensorrt", {"torch_executed_ops": {"a", "b"}, "min_block_size": 1})
+    assert a == b
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="checks the error raised without a GPU")
+def test_explicit_tensorrt_without_gpu_raises_clear_error(program):
+    ep, x = program
+    with pytest.raises((RuntimeError, ImportError), match="CUDA GPU"):
+        lower(ep, (x,), "tensorrt", min_block_size=1)
+
+
+def test_removed_tensorrt_settings_are_rejected(program):
+    ep, x = program
+    with pytest.raises(TypeError, match="enable_autocast"):
+        lower(ep, (x,), "auto", enabled_precisions={torch.float16})
+
+
+def test_explicit_backend_rejects_foreign_settings(program):
+    ep, x = program
+    with pytest.raises(TypeError, match="min_block_size"):
+        lower(ep, (x,), "aoti", min_block_size=1)
+    with pytest.raises(ValueError, match="choose one of"):
+        lower(ep, (x,), "tvm")
+
+
+def test_parity_checker_raises_on_wrong_values_and_structure(program):
+    ep, x = program
+    reference = ep.module()
+
+    def off_by_a_bit(inp):
+        out = reference(inp)
+        return {**out, "logits": out["logits"] + 1e-2}
+
+    def wrong_structure(inp):
+        out = reference(inp)
+        return (out["logits"], out["features"])
+
+    tolerances = {torch.float32: (1e-4, 1e-4)}
+    with pytest.raises(AssertionError, match=r"input 0: output \['logits'\] differs"):
+        assert_parity(reference, off_by_a_bit, [(x,)], tolerances=tolerances)
+    with pytest.raises(AssertionError, match="structure differs"):
+        assert_parity(reference, wrong_structure, [(x,)], tolerances=tolerances)
+    result = assert_parity(reference, reference, [(x,)], tolerances=tolerances)
+    assert result.max_abs_diff == 0.0 and result.tolerances == {"float32": (1e-4, 1e-4)}
+
+
+def test_lower_raises_when_compiled_module_disagrees(program, monkeypatch, tmp_path):
+    ep, x = program
+
+    def negated(inp):
+        return {k: -v for k, v in ep.module()(inp).items()}
+
+    def broken_backend(ep, args, settings, cache_dir):
+        return Lowered("aoti", negated, "", "cpu", 0.0)
+
+    monkeypatch.setitem(lowering_module._LOWERINGS, "aoti", broken_backend)
+    with pytest.raises(AssertionError, match="input 0: output"):
+        lower(ep, (x,), "aoti", cache_dir=tmp_path)
+
+
+def test_eager_backend_and_rendering(program):
+    ep, x = program
+    eager = lower(ep, x, "eager")
+    assert eager.parity is None and eager.artifact_path is None
+    assert "| **backend** |" in eager._repr_markdown_()
+    assert "requested explicitly" in str(eager)
+
+
+def test_cache_dir_env_override(monkeypatch, tmp_path):
+    monkeypatch.setenv(ARTIFACT_DIR_ENV, str(tmp_path))
+    assert default_cache_dir() == tmp_path / "compiled"
+    monkeypatch.delenv(ARTIFACT_DIR_ENV)
+    assert default_cache_dir().parts[-2:] == (".artifacts", "compiled")
+
+
+def test_atomic_output_leaves_nothing_behind_on_failure(tmp_path):
+    target = tmp_path / "model.pt2"
+    with pytest.raises(RuntimeError), atomic_output(target) as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("compile crashed")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_output(target) as tmp:
+        tmp.write_bytes(b"whole")
+    assert target.read_bytes() == b"whole" and list(tmp_path.iterdir()) == [target]
+
+
+def test_auto_with_cuda_but_cpu_inputs_explains_why_not_tensorrt(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    backend, reason = lowering_module.choose_backend("auto", torch.device("cpu"))
+    assert backend == "aoti" and "inputs are on cpu" in reason and "TensorRT runs only on CUDA" in reason
+
+
+def test_unknown_tensorrt_settings_are_rejected_not_swallowed():
+    """torch_tensorrt.dynamo.compile takes **kwargs, so a typo would otherwise be ignored silently."""
+
+    class FakeDynamo:
+        @staticmethod
+        def compile(exported_program, inputs=None, *, min_block_size=5, enable_autocast=False, **kwargs):
+            raise AssertionError("not called")
+
+    class FakeTorchTensorRT:
+        __version__ = "2.14.0"
+        dynamo = FakeDynamo
+
+    lowering_module._check_tensorrt_settings(
+        FakeTorchTensorRT, {"min_block_size": 1, "enable_autocast": True}
+    )
+    with pytest.raises(TypeError, match="min_block_size"):
+        lowering_module._check_tensorrt_settings(FakeTorchTensorRT, {"min_blocksize": 1})
