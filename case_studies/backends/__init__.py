@@ -1,0 +1,13 @@
+"""Backends an ExportedProgram can be lowered to (AOTInductor, TensorRT), with parity and caching."""
+
+from .lowering import Lowered, choose_backend, lower
+from .trt_coverage import CoverageAnalysisError, CoverageReport, coverage_report
+
+__all__ = [
+    "CoverageAnalysisError",
+    "CoverageReport",
+    "Lowered",
+    "choose_backend",
+    "coverage_report",
+    "lower",
+]

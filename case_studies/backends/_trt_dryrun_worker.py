@@ -1,0 +1,390 @@
+"""Subprocess entry point for `case_studies.backends.trt_coverage`: Torch-TensorRT dry runs.
+
+Run as ``python -m case_studies.backends._trt_dryrun_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
+``program.pt2`` (from `torch.export.save`), ``inputs.pt`` (the example inputs) and ``request.json``
+(one or more variants of the compile settings); the worker writes ``result.json`` there and exits 0
+even when a compile raised, so the parent can tell "torch_tensorrt refused this graph" (a run with
+``ok: false, phase: compile``) from "the analysis could not run" (top-level ``ok: false``).
+
+Why a separate process: on a machine without TensorRT and a GPU, `import torch_tensorrt` fails, so
+this worker may install stand-ins first (see `_install_stand_ins`). Stand-ins change `sys.modules`,
+`torch.cuda` and one `torch_tensorrt` method for the life of the process; running them here keeps the
+notebook's own process untouched. Where ``import tensorrt`` and CUDA both work, nothing is stood in
+and the real modules run.
+
+What the dry run is: ``torch_tensorrt.dynamo.compile(..., dryrun=True)`` lowers the graph, asks the
+converter registry which nodes have a TensorRT converter, partitions the graph into TensorRT blocks
+and Torch fallback blocks, then stops before building any engine. All of that is Python: the
+stand-ins only have to get `torch_tensorrt` imported and keep the partitioner off the GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+STAND_IN_ANALYSIS = "stand-in (no GPU: engines were not built)"
+REAL_ANALYSIS = "tensorrt"
+
+# Compute capability the CUDA stand-in reports. torch_tensorrt only compares it with Jetson/Thor
+# values (which drop one lowering pass and the TRT-LLM plugins); this is a desktop/datacenter GPU.
+_STAND_IN_CAPABILITY = (9, 0)
+
+
+class _StandInType(type):
+    """Metaclass of the stand-in's TensorRT names (``tensorrt.DataType``, ``tensorrt.ILogger``, ...).
+
+    Each name is a real class, so `torch_tensorrt` can subclass it (``class _TRTLogger(trt.ILogger)``),
+    call it at import time (``trt.init_libnvinfer_plugins(logger, "")``) and use its members as dict
+    keys (``trt.DataType.FLOAT``). A member is created on first access, is an instance of its class
+    and keeps its identity, so equality and hashing behave like an enum. Nothing else works: an
+    attribute of an instance raises `AttributeError`, which is what we want if anything tried to
+    build a network.
+    """
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        member = cls.__new__(cls)
+        object.__setattr__(member, "_stand_in_name", f"{cls.__name__}.{name}")
+        type.__setattr__(cls, name, member)
+        cls._stand_in_module.__casebook_touched__.append(f"{cls.__name__}.{name}")
+        return member
+
+    def __repr__(cls) -> str:
+        return f"<stand-in tensorrt.{cls.__name__}>"
+
+
+def _stand_in_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    object.__setattr__(self, "_stand_in_name", f"{type(self).__name__}(...)")
+
+
+def _stand_in_repr(self: Any) -> str:
+    return f"<stand-in tensorrt.{self._stand_in_name}>"
+
+
+def make_tensorrt_stand_in(tensorrt_version: str) -> ModuleType:
+    """A module named ``tensorrt`` that has TensorRT's names and none of its behaviour.
+
+    `torch_tensorrt` touches about forty TensorRT names while importing and dry-running (enum
+    members in lookup tables, base classes for its logger and allocator, dtype constants). Listing
+    them by hand would tie this file to one Torch-TensorRT release, so any public name is created on
+    first use and recorded in ``__casebook_touched__``; the report lists them.
+
+    ``__version__`` is the TensorRT version this `torch_tensorrt` was built against with a ``+standin``
+    local label: `torch_tensorrt` registers some converters only above a TensorRT version, so the
+    coverage must be computed as for that release, and the label keeps the value honest.
+    """
+    mod = ModuleType("tensorrt", doc="Casebook stand-in for the TensorRT Python module (no libnvinfer).")
+    mod.__casebook_stand_in__ = True
+    mod.__casebook_touched__ = []
+    mod.__version__ = f"{tensorrt_version}+standin"
+    mod.__file__ = "<casebook stand-in for tensorrt>"
+    # A package with no submodules: find_spec("tensorrt.plugin") is None, so QDP plugins stay off.
+    mod.__path__ = []
+    mod.__spec__ = importlib.machinery.ModuleSpec("tensorrt", loader=None, is_package=True)
+    # In the real wheel, tensorrt.tensorrt is the compiled bindings module torch_tensorrt reads from.
+    mod.tensorrt = mod
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("_") or name in {"tensorrt_rtx", "plugin"}:
+            raise AttributeError(f"module 'tensorrt' (casebook stand-in) has no attribute {name!r}")
+        cls = _StandInType(
+            name,
+            (),
+            {
+                "__module__": "tensorrt",
+                "__init__": _stand_in_init,
+                "__repr__": _stand_in_repr,
+                "_stand_in_module": mod,
+            },
+        )
+        setattr(mod, name, cls)
+        mod.__casebook_touched__.append(name)
+        return cls
+
+    mod.__getattr__ = __getattr__
+    return mod
+
+
+def _make_dllist_stand_in() -> ModuleType:
+    """`torch_tensorrt` imports dllist only to look for a Windows cross-compilation library."""
+    mod = ModuleType("dllist", doc="Casebook stand-in for dllist: reports no loaded libraries.")
+    mod.__casebook_stand_in__ = True
+    mod.dllist = lambda: []
+    return mod
+
+
+def _can_import_real_tensorrt() -> bool:
+    try:
+        importlib.import_module("tensorrt")
+    except Exception:  # ImportError, or OSError from a missing libnvinfer
+        sys.modules.pop("tensorrt", None)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _hide_cpp_runtime(lib_dir: str):
+    """Make torch_tensorrt see no ``lib/libtorchtrt*.so`` while it imports.
+
+    Those libraries link libnvinfer and libcudart, so loading them fails without TensorRT. With them
+    hidden, torch_tensorrt sets up as a Python-only install (its TorchScript frontend and C++
+    runtime off), which is all a dry run uses.
+    """
+    real_isfile = os.path.isfile
+
+    def isfile(path: Any) -> bool:
+        if os.path.dirname(os.path.abspath(os.fspath(path))) == lib_dir:
+            return False
+        return real_isfile(path)
+
+    os.path.isfile = isfile
+    try:
+        yield
+    finally:
+        os.path.isfile = real_isfile
+
+
+def _install_stand_ins() -> tuple[list[str], ModuleType | None]:
+    """Install only the stand-ins this machine needs; return their descriptions and the TRT module."""
+    import torch
+
+    notes: list[str] = []
+    trt_stand_in = None
+    need_cuda = not torch.cuda.is_available()
+
+    if not _can_import_real_tensorrt():
+        spec = importlib.util.find_spec("torch_tensorrt")
+        if spec is None or spec.origin is None:
+            raise ModuleNotFoundError("torch_tensorrt is not installed in this environment")
+        # torch_tensorrt._version on its own: importing it normally would run the failing __init__.
+        version_file = os.path.join(os.path.dirname(spec.origin), "_version.py")
+        version_spec = importlib.util.spec_from_file_location(
+            "_casebook_torch_tensorrt_version", version_file
+        )
+        version = importlib.util.module_from_spec(version_spec)
+        version_spec.loader.exec_module(version)
+        trt_stand_in = make_tensorrt_stand_in(version.__tensorrt_version__)
+        sys.modules["tensorrt"] = trt_stand_in
+        notes.append(f"tensorrt: stand-in module, version {trt_stand_in.__version__} (no libnvinfer)")
+        notes.append("torch_tensorrt C++ runtime (lib/libtorchtrt*.so) hidden: it links libnvinfer")
+    if importlib.util.find_spec("dllist") is None:
+        sys.modules["dllist"] = _make_dllist_stand_in()
+        notes.append("dllist: stand-in returning no loaded libraries")
+    if need_cuda:
+        torch.cuda.current_device = lambda: 0
+        torch.cuda.get_device_capability = lambda device=None: _STAND_IN_CAPABILITY
+        notes.append("torch.cuda.current_device() -> 0 (no GPU)")
+        notes.append(f"torch.cuda.get_device_capability() -> {_STAND_IN_CAPABILITY} (no GPU)")
+    return notes, trt_stand_in
+
+
+def _import_torch_tensorrt(trt_stand_in: ModuleType | None) -> ModuleType:
+    if trt_stand_in is None:
+        return importlib.import_module("torch_tensorrt")
+    spec = importlib.util.find_spec("torch_tensorrt")
+    lib_dir = os.path.join(os.path.dirname(spec.origin), "lib")
+    with _hide_cpp_runtime(lib_dir):
+        return importlib.import_module("torch_tensorrt")
+
+
+def _patch_device_to_cpu(notes: list[str]) -> None:
+    """Without a GPU, torch_tensorrt's target device means the CPU.
+
+    It turns its `Device` into a `torch.device` to move Torch fallback blocks there during
+    partitioning and to allocate tensors in a few decompositions; "cuda:0" would fail.
+    """
+    import torch
+    from torch_tensorrt._Device import Device
+
+    real_to = Device.to
+
+    def to(self: Any, t: type) -> Any:
+        if t is torch.device:
+            return torch.device("cpu")
+        return real_to(self, t)
+
+    Device.to = to
+    notes.append("torch_tensorrt.Device.to(torch.device) -> cpu (Torch fallback blocks stay on CPU)")
+
+
+def _op_support(gm: Any, torch_executed_ops: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Per-op node counts from the same classifier `get_graph_converter_support` uses."""
+    from torch_tensorrt.dynamo.partitioning._global_partitioner import TorchTensorRTOperatorSupport
+
+    support = TorchTensorRTOperatorSupport(torch_executed_ops=torch_executed_ops)
+    modules = dict(gm.named_modules())
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            support.is_node_supported(modules, node)
+    return dict(support.supported_operators), dict(support.unsupported_operators)
+
+
+def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """Set up once, then dry-run every requested variant of the settings on a fresh load.
+
+    ``state`` carries the phase and what is known so far to `main` if setup fails. A variant that
+    makes ``compile`` raise is recorded (``ok: false``) and the next variant still runs.
+    """
+    request = json.loads((request_dir / "request.json").read_text())
+
+    import torch
+
+    for name in request.get("import_modules", []):
+        importlib.import_module(name)  # registers custom ops the saved program refers to
+
+    notes, trt_stand_in = _install_stand_ins()
+    state["stand_ins"] = notes
+    stood_in = trt_stand_in is not None or not torch.cuda.is_available()
+    state["analysis"] = STAND_IN_ANALYSIS if stood_in else REAL_ANALYSIS
+    torch_tensorrt = _import_torch_tensorrt(trt_stand_in)
+    if not torch.cuda.is_available():
+        _patch_device_to_cpu(notes)
+    import tensorrt
+    from torch_tensorrt.dynamo import _compiler, partitioning
+    from torch_tensorrt.dynamo.conversion._ConverterRegistry import ConverterRegistry
+
+    state["versions"] = {
+        "torch": torch.__version__,
+        "torch_tensorrt": torch_tensorrt.__version__,
+        "tensorrt": tensorrt.__version__,
+    }
+
+    # Capture the DryRunTracker itself, rather than parsing the printed summary.
+    captured: dict[str, Any] = {}
+    real_display = _compiler.dryrun_stats_display
+    real_support = partitioning.get_graph_converter_support
+
+    def dryrun_stats_display(tracker: Any, dryrun_enabled: Any) -> None:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            real_display(tracker, dryrun_enabled)
+        captured["tracker"] = tracker
+        captured["text"] = buf.getvalue().strip("\n")
+
+    def get_graph_converter_support(gm: Any, torch_executed_ops: Any = None) -> Any:
+        supported, total = real_support(gm, torch_executed_ops)
+        captured["support"] = (supported, total, *_op_support(gm, torch_executed_ops or set()))
+        captured["targets"] = {
+            ConverterRegistry.qualified_name_or_str(n.target)
+            for n in gm.graph.nodes
+            if n.op == "call_function"
+        }
+        return supported, total
+
+    _compiler.dryrun_stats_display = dryrun_stats_display
+    partitioning.get_graph_converter_support = get_graph_converter_support
+
+    state["phase"] = "load"
+    inputs = torch.load(request_dir / "inputs.pt", weights_only=True)
+    runs = []
+    for variant in request["variants"]:
+        captured.clear()
+        # compile() rewrites the program it is given, so every variant starts from the saved one.
+        program = torch.export.load(str(request_dir / "program.pt2"))
+        try:
+            runs.append(_dry_run(torch_tensorrt, program, inputs, variant, captured))
+        except Exception as exc:
+            runs.append(_error("compile", exc))
+    if trt_stand_in is not None:
+        touched = ", ".join(sorted(set(trt_stand_in.__casebook_touched__)))
+        notes.append(f"tensorrt names torch_tensorrt used through the stand-in: {touched}")
+    return dict(state, ok=True, phase="done", runs=runs)
+
+
+def _dry_run(
+    torch_tensorrt: Any, program: Any, inputs: Any, variant: dict[str, Any], captured: dict[str, Any]
+) -> dict[str, Any]:
+    torch_executed_ops = set(variant["torch_executed_ops"])
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        partitioned = torch_tensorrt.dynamo.compile(
+            program,
+            list(inputs),
+            dryrun=True,
+            min_block_size=variant["min_block_size"],
+            torch_executed_ops=torch_executed_ops,
+            require_full_compilation=variant["require_full_compilation"],
+            # Nothing is built in a dry run, so the weights need not go to the GPU (and
+            # torch.cuda.mem_get_info, which the default path calls, needs one).
+            offload_module_to_cpu=True,
+        )
+
+    supported, total, per_op_supported, per_op_unsupported = captured["support"]
+    tracker = captured.get("tracker")
+    result = dict(
+        ok=True,
+        total_ops=total,
+        supported_ops=supported,
+        supported_op_counts=per_op_supported,
+        torch_executed_ops=sorted(torch_executed_ops),
+        # torch_tensorrt matches entries against "torch.ops.aten.relu.default"-style names (or the
+        # OpOverload itself) of the lowered graph and silently ignores anything else.
+        unmatched_torch_executed_ops=sorted(torch_executed_ops - captured["targets"]),
+    )
+    if tracker is None:
+        # compile_module returns the graph untouched, without a summary, when no op is supported.
+        result.update(
+            unsupported_ops=per_op_unsupported,
+            to_run_in_torch=[],
+            trt_blocks=[],
+            trt_engine_count=0,
+            torch_block_count=None,
+            text=(
+                f"No Dry-Run summary: {supported} of {total} operators are supported, so "
+                "torch_tensorrt returned the graph unchanged.\n" + log.getvalue()
+            ).strip(),
+        )
+        return result
+    fallback_blocks = [name for name, _ in partitioned.named_children() if name.startswith("_run_on_gpu")]
+    result.update(
+        total_ops=tracker.total_ops_in_graph,
+        supported_ops=tracker.supported_ops_in_graph,
+        unsupported_ops=dict(tracker.unsupported_ops),
+        to_run_in_torch=list(tracker.to_run_in_torch),
+        trt_blocks=[
+            {"name": s.subgraph_name, "op_count": s.subgraph_op_count} for s in tracker.per_subgraph_data
+        ],
+        trt_engine_count=tracker.tensorrt_graph_count,
+        # The fast partitioner wraps each fallback block in a _run_on_gpu_N submodule; the global one
+        # (its fallback when the fast one fails) leaves fallback nodes inline: no count to report.
+        torch_block_count=len(fallback_blocks) if tracker.compilation_settings.use_fast_partitioner else None,
+        text=captured["text"],
+    )
+    return result
+
+
+def _error(phase: str, exc: BaseException) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "phase": phase,
+        "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
+        "message": str(exc),
+        "traceback": traceback.format_exc(),
+    }
+
+
+def main(argv: list[str]) -> int:
+    request_dir = Path(argv[1])
+    state: dict[str, Any] = {"phase": "import"}
+    try:
+        result = run(request_dir, state)
+    except BaseException as exc:  # reported to the parent, which raises
+        result = {**state, **_error(state["phase"], exc)}
+    (request_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,342 @@
+"""How much of an exported program TensorRT could take, measured by Torch-TensorRT itself.
+
+`coverage_report` runs ``torch_tensorrt.dynamo.compile(..., dryrun=True)``: Torch-TensorRT lowers the
+graph, checks every node against its converter registry, partitions the graph into TensorRT blocks
+and Torch fallback blocks exactly as a real compile would, and stops before building any engine.
+The numbers are therefore Torch-TensorRT's own, not a re-implementation of its rules.
+
+The dry run happens in a subprocess (`case_studies.backends._trt_dryrun_worker`) because on a
+machine without a GPU `import torch_tensorrt` fails: it needs TensorRT's libnvinfer and asks CUDA
+about the device. There the worker installs clearly labelled stand-ins (a ``tensorrt`` module with
+names but no behaviour, and answers for two CUDA queries) before importing it, and
+`CoverageReport.analysis` says so. The stand-ins never reach the notebook's own process. On a machine
+where TensorRT and CUDA work, nothing is stood in and ``analysis == "tensorrt"``.
+
+What a stand-in run cannot tell you: whether TensorRT would then build each engine (a converter can
+still reject a node's arguments while building, which Torch-TensorRT reports then, not in a dry run).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+WORKER_MODULE = "case_studies.backends._trt_dryrun_worker"
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# Op namespaces whose Python package must be imported before `torch.export.load` can resolve them.
+_NAMESPACE_MODULES = {"torchvision": "torchvision"}
+_DEFAULTS: dict[str, Any] = {"min_block_size": 5, "torch_executed_ops": (), "require_full_compilation": False}
+
+
+class CoverageAnalysisError(RuntimeError):
+    """The dry run could not be carried out (worker crashed, timed out, or could not import)."""
+
+    def __init__(self, message: str, *, stderr_tail: str = "", result: dict[str, Any] | None = None):
+        self.stderr_tail = stderr_tail
+        self.result = result or {}
+        super().__init__(message + (f"\n--- worker stderr (tail) ---\n{stderr_tail}" if stderr_tail else ""))
+
+
+class TorchTensorRTNotInstalledError(CoverageAnalysisError):
+    """torch_tensorrt is missing from this environment."""
+
+
+class TensorRTCompileError(CoverageAnalysisError):
+    """``torch_tensorrt.dynamo.compile`` itself raised during the dry run.
+
+    This is Torch-TensorRT refusing the graph, not the analysis failing: for example
+    ``require_full_compilation=True`` on a graph with an unsupported op makes its partitioner raise
+    ``AssertionError("require_full_compilation=True was specified, but model is not fully
+    supported")``. The original exception cannot cross the process boundary, so its type name and
+    message are kept in `original_type` and `original_message`, and `str()` starts with both.
+    """
+
+    def __init__(self, original_type: str, original_message: str, *, where: str = "", **kwargs: Any):
+        self.original_type = original_type
+        self.original_message = original_message
+        super().__init__(
+            f"torch_tensorrt.dynamo.compile raised {original_type}: {original_message}{where}", **kwargs
+        )
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    """Torch-TensorRT's dry-run verdict on one exported program, with the settings it was run with.
+
+    Counts are Torch-TensorRT's: ``call_function`` nodes (``operator.getitem`` included) of the
+    graph it sees after its own lowering (decompositions, constant folding), so they differ from a
+    count over ``ep.graph``. ``unsupported_ops`` are the ops with no converter or forced to Torch by
+    ``torch_executed_ops``; supported ops in blocks smaller than ``min_block_size`` also run in Torch
+    and appear only in ``to_run_in_torch`` (the dry run's node list) and ``trt_block_sizes``.
+    """
+
+    analysis: str
+    total_ops: int
+    supported_ops: int
+    coverage: float
+    unsupported_ops: dict[str, int]
+    torch_executed_ops: tuple[str, ...]
+    trt_engine_count: int
+    trt_block_sizes: list[int]
+    torch_block_count: int | None
+    min_block_size: int
+    suggested_min_block_size: int | None
+    text: str = field(repr=False)
+    supported_op_counts: dict[str, int] = field(default_factory=dict, repr=False)
+    to_run_in_torch: tuple[str, ...] = field(default=(), repr=False)
+    stand_ins: tuple[str, ...] = field(default=(), repr=False)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fully_convertible(self) -> bool:
+        """Every op has a converter and the partition is a single TensorRT engine."""
+        return (
+            not self.unsupported_ops and self.supported_ops == self.total_ops and self.trt_engine_count == 1
+        )
+
+    def to_frame(self):
+        """One row per op, ops TensorRT cannot take first: how many nodes use it, and its support.
+
+        ``support`` is "converter" (TensorRT has one; the node still runs in Torch if its block is
+        under ``min_block_size``), "no converter", or "torch_executed_ops" (forced to Torch).
+        """
+        import pandas as pd
+
+        forced = set(self.torch_executed_ops)
+        rows = [(op, n, "converter") for op, n in self.supported_op_counts.items()]
+        rows += [
+            (op, n, "torch_executed_ops" if op in forced else "no converter")
+            for op, n in self.unsupported_ops.items()
+        ]
+        frame = pd.DataFrame(rows, columns=["op", "nodes", "support"])
+        frame["_order"] = frame["support"].map({"no converter": 0, "torch_executed_ops": 1, "converter": 2})
+        frame = frame.sort_values(["_order", "nodes", "op"], ascending=[True, False, True])
+        return frame.drop(columns="_order").reset_index(drop=True)
+
+    table = to_frame
+
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers as a flat dict (one row of a comparison table)."""
+        return {
+            "analysis": self.analysis,
+            "ops": self.total_ops,
+            "supported": self.supported_ops,
+            "coverage": round(self.coverage, 4),
+            "TensorRT engines": self.trt_engine_count,
+            "ops per engine": self.trt_block_sizes,
+            "Torch blocks": self.torch_block_count,
+            "min_block_size": self.min_block_size,
+        }
+
+    def __str__(self) -> str:
+        unsupported = ", ".join(f"{op} x{n}" for op, n in self.unsupported_ops.items()) or "none"
+        return (
+            f"TensorRT coverage ({self.analysis}): {self.supported_ops}/{self.total_ops} ops "
+            f"({self.coverage:.1%}), {self.trt_engine_count} engine(s) {self.trt_block_sizes}, "
+            f"unsupported: {unsupported}"
+        )
+
+
+def _op_name(op: Any) -> str:
+    """The key torch_tensorrt matches ``torch_executed_ops`` against: ``torch.ops.aten.relu.default``."""
+    if isinstance(op, str):
+        return op
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        raise TypeError(f"torch_executed_ops needs an overload such as {op}.default, not the packet {op}")
+    from torch.fx.node import _get_qualified_name
+
+    return _get_qualified_name(op)
+
+
+def _modules_for(program: torch.export.ExportedProgram, extra: Iterable[str]) -> list[str]:
+    names = list(extra)
+    for node in program.graph.nodes:
+        ns = getattr(node.target, "namespace", None)
+        if ns in _NAMESPACE_MODULES and _NAMESPACE_MODULES[ns] not in names:
+            names.append(_NAMESPACE_MODULES[ns])
+    return names
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def coverage_report(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: Sequence[Any] | torch.Tensor,
+    *,
+    min_block_size: int = 5,
+    torch_executed_ops: Collection[Any] = (),
+    require_full_compilation: bool = False,
+    timeout_s: float = 600,
+    import_modules: Sequence[str] = (),
+) -> CoverageReport:
+    """Run Torch-TensorRT's dry run on ``exported_program`` in a subprocess and report its partition.
+
+    ``min_block_size``, ``torch_executed_ops`` and ``require_full_compilation`` are passed to
+    ``torch_tensorrt.dynamo.compile`` unchanged. ``torch_executed_ops`` takes OpOverloads
+    (``torch.ops.aten.relu.default``) or their names (``"torch.ops.aten.relu.default"``); names in
+    any other form are ignored by Torch-TensorRT, so a warning lists those that matched no node.
+    ``import_modules`` are imported by the worker before loading the program, for custom ops
+    (torchvision's are detected automatically).
+
+    Raises `TensorRTCompileError` if Torch-TensorRT itself raises (e.g. ``require_full_compilation``
+    on a graph with an unsupported op), `TorchTensorRTNotInstalledError` if it is not installed, and
+    `CoverageAnalysisError` if the worker fails otherwise.
+    """
+    variant = {
+        "min_block_size": min_block_size,
+        "torch_executed_ops": torch_executed_ops,
+        "require_full_compilation": require_full_compilation,
+    }
+    (report,) = _reports(exported_program, example_inputs, [variant], timeout_s, import_modules, stacklevel=3)
+    return report
+
+
+def coverage_reports(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: Sequence[Any] | torch.Tensor,
+    variants: Sequence[Mapping[str, Any]],
+    *,
+    timeout_s: float = 600,
+    import_modules: Sequence[str] = (),
+) -> list[CoverageReport]:
+    """`coverage_report` for several settings at once, sharing one worker process.
+
+    Each variant is a dict of `coverage_report`'s settings (``min_block_size``,
+    ``torch_executed_ops``, ``require_full_compilation``; missing keys take its defaults). Starting
+    the worker (importing torch and torch_tensorrt) costs about ten seconds, the dry run of a
+    ResNet about one, so comparing settings this way is much cheaper than one call per setting.
+    If any variant makes Torch-TensorRT raise, `TensorRTCompileError` is raised for the first one.
+    """
+    return _reports(exported_program, example_inputs, variants, timeout_s, import_modules, stacklevel=3)
+
+
+def _reports(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: Sequence[Any] | torch.Tensor,
+    variants: Sequence[Mapping[str, Any]],
+    timeout_s: float,
+    import_modules: Sequence[str],
+    stacklevel: int,
+) -> list[CoverageReport]:
+    if importlib.util.find_spec("torch_tensorrt") is None:
+        raise TorchTensorRTNotInstalledError(
+            "torch_tensorrt is not installed in this environment. Run `make build` (it installs "
+            "torch-tensorrt, analysis-only on a machine without a GPU) and use the .venv it creates."
+        )
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    unknown = {key for variant in variants for key in variant} - set(_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown coverage_report settings: {sorted(unknown)}")
+    variants = [{**_DEFAULTS, **variant} for variant in variants]
+    request = {
+        "import_modules": _modules_for(exported_program, import_modules),
+        "variants": [
+            {
+                "min_block_size": int(v["min_block_size"]),
+                "torch_executed_ops": sorted({_op_name(op) for op in v["torch_executed_ops"]}),
+                "require_full_compilation": bool(v["require_full_compilation"]),
+            }
+            for v in variants
+        ],
+    }
+    result, stderr = _run_worker(exported_program, tuple(example_inputs), request, timeout_s)
+
+    if not result["ok"]:
+        raise CoverageAnalysisError(
+            f"the dry run failed while in phase {result.get('phase')!r}: "
+            f"{result['error_type']}: {result['message']}",
+            stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
+            result=result,
+        )
+    reports = []
+    for index, (variant, run) in enumerate(zip(request["variants"], result["runs"], strict=True)):
+        if not run["ok"]:
+            where = f" (variant {index}: {variant})" if len(variants) > 1 else ""
+            raise TensorRTCompileError(
+                run["error_type"],
+                run["message"],
+                where=where,
+                stderr_tail=_tail(run["traceback"]),
+                result=run,
+            )
+        if run["unmatched_torch_executed_ops"]:
+            warnings.warn(
+                "torch_executed_ops entries matched no node of the lowered graph and had no effect: "
+                f"{run['unmatched_torch_executed_ops']} (expected names like 'torch.ops.aten.relu.default')",
+                stacklevel=stacklevel,
+            )
+        sizes = [block["op_count"] for block in run["trt_blocks"]]
+        total = run["total_ops"]
+        reports.append(
+            CoverageReport(
+                analysis=result["analysis"],
+                total_ops=total,
+                supported_ops=run["supported_ops"],
+                coverage=run["supported_ops"] / total if total else 1.0,
+                unsupported_ops=run["unsupported_ops"],
+                torch_executed_ops=tuple(run["torch_executed_ops"]),
+                trt_engine_count=run["trt_engine_count"],
+                trt_block_sizes=sizes,
+                torch_block_count=run["torch_block_count"],
+                min_block_size=variant["min_block_size"],
+                # The dry run's "minimal graph segmentation" recommendation: the largest block's size.
+                suggested_min_block_size=max(sizes) if sizes else None,
+                text=run["text"],
+                supported_op_counts=run["supported_op_counts"],
+                to_run_in_torch=tuple(run["to_run_in_torch"]),
+                stand_ins=tuple(result["stand_ins"]),
+                versions=result["versions"],
+            )
+        )
+    return reports
+
+
+def _run_worker(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: tuple[Any, ...],
+    request: dict[str, Any],
+    timeout_s: float,
+) -> tuple[dict[str, Any], str]:
+    """Save the program and inputs, run the worker on them, return its result and stderr."""
+    with tempfile.TemporaryDirectory(prefix="casebook-trt-dryrun-") as tmp:
+        tmp_dir = Path(tmp)
+        torch.export.save(exported_program, str(tmp_dir / "program.pt2"))
+        torch.save(example_inputs, tmp_dir / "inputs.pt")
+        (tmp_dir / "request.json").write_text(json.dumps(request))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=env,
+            )
+        except subprocess.TimeoutExpired as exc:
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+            raise CoverageAnalysisError(
+                f"the Torch-TensorRT dry run did not finish within {timeout_s} s",
+                stderr_tail=_tail(stderr or ""),
+            ) from None
+        result_path = tmp_dir / "result.json"
+        if proc.returncode != 0 or not result_path.exists():
+            raise CoverageAnalysisError(
+                f"the dry-run worker exited with status {proc.returncode} without a result",
+                stderr_tail=_tail(proc.stderr),
+            )
+        return json.loads(result_path.read_text()), proc.stderr
