@@ -33,12 +33,12 @@ def flow_diagram(
     """Draw boxes in columns (left to right) and arrows between boxes named by their titles."""
     fig, ax = plt.subplots(figsize=figsize)
     ax.set_axis_off()
-    width, height = 0.8, 0.62
+    width, height = 0.98, 0.62
     centers = {}
     for col, boxes in enumerate(columns):
         top = (len(boxes) - 1) / 2
         for row, box in enumerate(boxes):
-            x, y = col * 1.25, (top - row) * 0.95
+            x, y = col * 1.4, (top - row) * 0.95
             centers[box.title] = (x, y)
             ax.add_patch(
                 FancyBboxPatch(
@@ -77,7 +77,7 @@ def flow_diagram(
     rows = max(len(c) for c in columns)
     for col, name in enumerate(column_titles):
         ax.text(
-            col * 1.25,
+            col * 1.4,
             rows * 0.95 / 2 + 0.1,
             name,
             ha="center",
@@ -86,7 +86,7 @@ def flow_diagram(
             style="italic",
             color="#1f3b57",
         )
-    ax.set_xlim(-0.6, (len(columns) - 1) * 1.25 + 0.6)
+    ax.set_xlim(-0.6, (len(columns) - 1) * 1.4 + 0.6)
     ax.set_ylim(-rows * 0.95 / 2 - 0.1, rows * 0.95 / 2 + 0.45)
     if title:
         ax.set_title(title, fontsize=12)

@@ -64,7 +64,11 @@ def test_aoti_lowering_has_parity(program, compiled):
     ep, x = program
     assert isinstance(compiled, Lowered)
     assert (compiled.backend, compiled.from_cache, compiled.device) == ("aoti", False, "cpu")
-    assert compiled.parity is not None and compiled.parity.inputs_checked == 2 and compiled.parity.leaves_checked == 4
+    assert (
+        compiled.parity is not None
+        and compiled.parity.inputs_checked == 2
+        and compiled.parity.leaves_checked == 4
+    )
     assert compiled.artifact_path.exists() and metadata_path(compiled.artifact_path).exists()
     out = compiled(x)
     assert set(out) == {"logits", "features"}
