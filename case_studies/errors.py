@@ -15,6 +15,9 @@ import traceback
 from contextlib import contextmanager, redirect_stderr
 from dataclasses import dataclass, field
 
+# The last lines of a partial graph are where tracing stopped; the rest can be hundreds of lines.
+_PARTIAL_GRAPH_LINES = 25
+
 
 @dataclass
 class CaughtError:
@@ -100,5 +103,8 @@ def expect_error(
         print(f"✗ raised as expected: {_qualified_name(type(caught.exception))}\n")
         print(caught.summary(max_lines))
         if caught.partial_graph:
-            print("\nGraph traced before the failure (export prints it to stderr):")
-            print(caught.partial_graph.strip())
+            graph_lines = caught.partial_graph.strip().splitlines()
+            print("\nGraph traced before the failure (export prints it to stderr), last lines:")
+            if len(graph_lines) > _PARTIAL_GRAPH_LINES:
+                print(f"    ... ({len(graph_lines) - _PARTIAL_GRAPH_LINES} earlier lines in .partial_graph)")
+            print("\n".join(graph_lines[-_PARTIAL_GRAPH_LINES:]))
