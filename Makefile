@@ -21,7 +21,10 @@ TRT_REQUIREMENTS_full := requirements-gpu.txt
 TRT_PIP_FLAGS_full :=
 TRT_REQUIREMENTS_analysis := requirements-trt-analysis.txt
 TRT_PIP_FLAGS_analysis := --no-deps
-INSTALLED := $(VENV)/.installed-$(TENSORRT)
+# detectron2: "sal" (default) installs the PyPI repackaging sal-detectron2 (Python code only);
+# "upstream" builds facebookresearch/detectron2 from GitHub (needs network access to GitHub).
+DETECTRON2 ?= sal
+INSTALLED := $(VENV)/.installed-$(TENSORRT)-detectron2-$(DETECTRON2)
 HELPER_SOURCES := $(shell find case_studies -name '*.py' 2>/dev/null)
 
 .PHONY: build book test unit site-check serve lint clean install
@@ -43,10 +46,11 @@ $(BIN)/python:
 
 # Reinstall only when a requirements file changes. Cached notebook outputs were produced by the old
 # environment, so they are dropped too.
-$(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) pyproject.toml | $(BIN)/python
-	@echo "Installing the pinned stack (TensorRT: $(TENSORRT))"
+$(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) scripts/install_detectron2.sh pyproject.toml | $(BIN)/python
+	@echo "Installing the pinned stack (TensorRT: $(TENSORRT), detectron2: $(DETECTRON2))"
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/python -m pip install --disable-pip-version-check -q $(TRT_PIP_FLAGS_$(TENSORRT)) -r $(TRT_REQUIREMENTS_$(TENSORRT))
+	DETECTRON2=$(DETECTRON2) bash scripts/install_detectron2.sh $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	rm -rf $(JUPYTER_CACHE)
