@@ -74,6 +74,9 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torch.utils._pytree import GetAttrKey
 from torchvision.ops import boxes as box_ops
 
+# The NMS fake kernel and the patch plumbing are shared with the torchvision case study.
+from .torchvision_export_patches import _all, _install_nms_fake, _replace, nms_fake
+
 __all__ = [
     "PATCHES",
     "Patch",
@@ -455,62 +458,9 @@ def paste_masks_in_image(
     return (img_masks * 255).to(dtype=torch.uint8)
 
 
-def nms_fake(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
-    """Fake (shape-only) kernel of ``torchvision::nms`` that allows an empty result.
-
-    Fixes, at *run time* of the exported program: ``Runtime assertion failed for expression
-    u9 >= 2``. torchvision registers the fake kernel with ``ctx.create_unbacked_symint()``, whose
-    lower bound is 2 (compilers may then assume a size is neither 0 nor 1); export records that
-    bound as a runtime assertion on every NMS output, so an image where NMS keeps fewer than two
-    boxes (no detections at all, for one) fails. ``ctx.new_dynamic_size(min=0)`` states the truth.
-
-    Eager: fake kernels only run while tracing; the real CPU/CUDA kernels are untouched. The
-    override must also be active wherever the program is traced again (AOTInductor compilation).
-    """
-    torch._check(dets.dim() == 2, lambda: f"boxes should be a 2d tensor, got {dets.dim()}D")
-    torch._check(
-        dets.size(1) == 4, lambda: f"boxes should have 4 elements in dimension 1, got {dets.size(1)}"
-    )
-    torch._check(scores.dim() == 1, lambda: f"scores should be a 1d tensor, got {scores.dim()}")
-    torch._check(
-        dets.size(0) == scores.size(0),
-        lambda: (
-            f"boxes and scores should have same number of elements in dimension 0, got {dets.size(0)} "
-            f"and {scores.size(0)}"
-        ),
-    )
-    ctx = torch.library.get_ctx()
-    num_to_keep = ctx.new_dynamic_size(min=0)  # export-safe: was create_unbacked_symint() (min 2)
-    return dets.new_empty(num_to_keep, dtype=torch.long)
-
-
 # --------------------------------------------------------------------------------------------------
 # The patches, in the order torch.export meets the failures on mask_rcnn_R_50_FPN_3x.
 # --------------------------------------------------------------------------------------------------
-
-
-def _replace(owner: object, attribute: str, replacement: object) -> Callable[[], None]:
-    original = owner.__dict__[attribute] if attribute in vars(owner) else getattr(owner, attribute)
-    setattr(owner, attribute, replacement)
-
-    def undo() -> None:
-        setattr(owner, attribute, original)
-
-    return undo
-
-
-def _all(*undos: Callable[[], None]) -> Callable[[], None]:
-    def undo() -> None:
-        for one in reversed(undos):
-            one()
-
-    return undo
-
-
-def _install_nms_fake() -> Callable[[], None]:
-    library = torch.library.Library("torchvision", "FRAGMENT")
-    torch.library.register_fake("torchvision::nms", nms_fake, lib=library)
-    return library._destroy
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ def environment() -> dict[str, str]:
         "torchvision": _distribution_version("torchvision") or "not installed",
         "torch-tensorrt": _tensorrt_status(),
         "detectron2": _detectron2_status(),
+        "transformers": _distribution_version("transformers") or "not installed",
         "Accelerator": _accelerator(),
         "CPU cores": str(os.cpu_count()),
     }

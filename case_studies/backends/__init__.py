@@ -1,7 +1,7 @@
 """Backends an ExportedProgram can be lowered to (AOTInductor, TensorRT), with parity and caching."""
 
 from .lowering import Lowered, choose_backend, lower
-from .trt_coverage import CoverageAnalysisError, CoverageReport, coverage_report
+from .trt_coverage import CoverageAnalysisError, CoverageReport, coverage_report, coverage_reports
 
 __all__ = [
     "CoverageAnalysisError",
@@ -9,5 +9,6 @@ __all__ = [
     "Lowered",
     "choose_backend",
     "coverage_report",
+    "coverage_reports",
     "lower",
 ]
