@@ -75,7 +75,13 @@ from torch.utils._pytree import GetAttrKey
 from torchvision.ops import boxes as box_ops
 
 # The NMS fake kernel and the patch plumbing are shared with the torchvision case study.
-from .torchvision_export_patches import _all, _install_nms_fake, _replace, nms_fake
+from .torchvision_export_patches import (
+    _all,
+    _install_nms_fake,
+    _replace,
+    batched_nms_coordinate_trick,
+    nms_fake,
+)
 
 __all__ = [
     "PATCHES",
@@ -301,13 +307,7 @@ def batched_nms(
     threshold = 4000 if boxes.device.type == "cpu" else 100_000
     if guard_or_false(boxes.numel() > threshold) and not torchvision._is_tracing():  # export-safe
         return box_ops._batched_nms_vanilla(boxes, scores, idxs, iou_threshold)
-    if guard_or_false(boxes.numel() == 0):  # export-safe
-        return torch.empty((0,), dtype=torch.int64, device=boxes.device)
-    minus_inf = boxes.new_full((1,), float("-inf"))
-    max_coordinate = torch.cat([boxes.reshape(-1), minus_inf]).max()  # export-safe: empty-safe max
-    offsets = idxs.to(boxes) * (max_coordinate + torch.tensor(1).to(boxes))
-    boxes_for_nms = boxes + offsets[:, None]
-    return box_ops.nms(boxes_for_nms, scores, iou_threshold)
+    return batched_nms_coordinate_trick(boxes, scores, idxs, iou_threshold)  # export-safe: empty-safe
 
 
 def instances_set(self: Instances, name: str, value: Any) -> None:
