@@ -184,7 +184,7 @@ case "$DETECTRON2" in
     ;;
 esac
 
-# Smoke test: everything the notebooks import, and the version case_studies/env.py reports.
+# Smoke test: everything the notebooks import, and the version casebook/env.py reports.
 "$PYTHON" - <<'EOF'
 import importlib.metadata
 import warnings

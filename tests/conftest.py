@@ -1,6 +1,7 @@
 """Shared pytest fixtures."""
 
 import pytest
+
 from booklayout import REPO_ROOT
 
 

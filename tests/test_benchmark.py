@@ -8,8 +8,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import case_studies.benchmark as bench  # noqa: E402
-from case_studies.benchmark import Timing, benchmark, compare  # noqa: E402
+import casebook.benchmark as bench  # noqa: E402
+from casebook.benchmark import Timing, benchmark, compare  # noqa: E402
 
 
 def test_fewer_than_twenty_runs_is_refused():

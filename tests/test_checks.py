@@ -5,8 +5,7 @@ import re
 import pytest
 import torch
 
-from case_studies.errors import expect_error
-from case_studies.parity import assert_parity, compare_outputs
+from casebook.checks import assert_parity, compare_outputs, expect_error
 
 
 class DataDependentBranch(torch.nn.Module):
@@ -71,3 +70,32 @@ def test_parity_compares_non_tensor_leaves():
 def test_parity_needs_inputs():
     with pytest.raises(ValueError, match="at least one input"):
         assert_parity(torch.nn.Identity(), torch.nn.Identity(), [])
+
+
+def test_raised_at_names_the_innermost_matching_frame():
+    def inner():
+        raise ValueError("boom")
+
+    with expect_error(ValueError, "boom", show=False) as caught:
+        inner()
+    assert caught.raised_at("test_checks.py").endswith('in inner: raise ValueError("boom")')
+    with pytest.raises(ValueError, match="no frame of the traceback is in a file whose path contains"):
+        caught.raised_at("/no/such/library/")
+
+
+def test_graph_lines_limits_the_partial_graph_shown(capsys):
+    with expect_error(RuntimeError, "Could not guard", graph_lines=2) as caught:
+        torch.export.export(DataDependentBranch(), (torch.randn(3),))
+    out = capsys.readouterr().out
+    assert caught.partial_graph  # non-strict export attaches the graph it traced before failing
+    shown = out.split("last lines:\n", 1)[1].strip().splitlines()
+    assert shown[0].strip().startswith("... (") and "earlier lines in .partial_graph" in shown[0]
+    assert [line.strip() for line in shown[1:]] == [
+        line.strip() for line in caught.partial_graph.strip().splitlines()[-2:]
+    ]
+
+
+def test_expect_error_refuses_nonsense_limits():
+    with pytest.raises(ValueError, match="graph_lines >= 0"):
+        with expect_error(ValueError, "x", graph_lines=-1):
+            pass

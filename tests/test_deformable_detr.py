@@ -5,9 +5,9 @@ import torch
 from torch.export import Dim
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from case_studies.deformable_detr import DeformableDETR, get_reference_points, make_spatial_shapes
-from case_studies.parity import assert_parity
-from case_studies.structures import Boxes, Instances, register_pytree_nodes
+from casebook.checks import assert_parity
+from casebook.models.deformable_detr import DeformableDETR, get_reference_points, make_spatial_shapes
+from casebook.models.stand_ins import Boxes, Instances, register_pytree_nodes
 
 FORMS = [("tensor", "linspace"), ("tensor", "arange"), ("list", "linspace"), ("list", "arange")]
 

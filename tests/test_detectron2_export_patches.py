@@ -22,7 +22,7 @@ from detectron2.modeling.proposal_generator import proposal_utils, rpn  # noqa: 
 from detectron2.modeling.roi_heads import fast_rcnn  # noqa: E402
 from detectron2.structures import Boxes, ImageList, Instances  # noqa: E402
 
-from case_studies import detectron2_export_patches as d2p  # noqa: E402
+from casebook.patches import detectron2 as d2p  # noqa: E402
 
 warnings.filterwarnings("ignore", category=FutureWarning)  # torch.jit.script deprecation in detectron2
 

@@ -1,11 +1,12 @@
-"""Tests for case_studies.dynamic_dims."""
+"""Dynamic dims: MViT for small clips (casebook.models.mvit), suggested fixes and traced shapes (casebook.introspect)."""
 
 import torch
 import torchvision
 from torch import nn
 from torch.export import Dim
 
-from case_studies.dynamic_dims import mvit_v2_s_for_clip, suggested_fixes, user_input_shapes
+from casebook.introspect import suggested_fixes, user_input_shapes
+from casebook.models.mvit import mvit_v2_s_for_clip
 
 VIOLATION = """Constraints violated (h, w)! For more information, run with TORCH_LOGS="+dynamic".
   - Not all values of h = L['x'].size()[2] in the specified range 32 <= h <= 512 satisfy the generated guard ...

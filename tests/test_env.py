@@ -2,7 +2,7 @@
 
 import torch
 
-from case_studies.env import environment, versions_table
+from casebook.env import environment, versions_table
 
 
 def test_environment_names_the_pinned_stack():

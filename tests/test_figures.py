@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 import torch  # noqa: E402
 
-from case_studies.figures import Box, flow_diagram, graph_figure  # noqa: E402
+from casebook.figures import Box, flow_diagram, graph_figure  # noqa: E402
 
 
 def test_graph_figure_draws_one_label_per_node():

@@ -1,10 +1,10 @@
-"""case_studies.graph_breaks: explain rows and the captured graph_breaks log."""
+"""casebook.logs: explain rows and the captured graph_breaks log."""
 
 import sys
 
 import torch
 
-from case_studies.graph_breaks import GraphBreakLog, explain_graph_breaks, graph_break_log
+from casebook.logs import GraphBreakLog, explain_graph_breaks, graph_break_log
 
 
 def breaks_on_branch(x):

@@ -8,18 +8,20 @@ import time
 
 import pytest
 import torch
+import torchvision
 from torch import nn
 
-from case_studies.backends import Lowered, lower
-from case_studies.backends import lowering as lowering_module
-from case_studies.backends.cache import (
+from casebook.backends import Lowered, lower
+from casebook.backends import lowering as lowering_module
+from casebook.backends.cache import (
     ARTIFACT_DIR_ENV,
     atomic_output,
     cache_key,
     default_cache_dir,
     metadata_path,
 )
-from case_studies.parity import assert_parity
+from casebook.checks import assert_parity
+from casebook.patches.torchvision import install_nms_fake
 
 NO_CUDA = not torch.cuda.is_available()
 
@@ -111,6 +113,29 @@ def test_key_changes_with_settings_weights_inputs_and_backend(program):
     assert cache_key(ep, (x.double(),), "aoti", {}) != base
     other_weights, _ = _export(seed=1)
     assert cache_key(other_weights, (x,), "aoti", {}) != base
+
+
+class NmsKeep(nn.Module):
+    """Calls a custom operator (torchvision::nms), whose output size comes from its fake kernel."""
+
+    def forward(self, boxes, scores):
+        return torchvision.ops.nms(boxes, scores, 0.5)
+
+
+def test_key_changes_with_the_fake_kernel_of_a_custom_op():
+    """A program compiled under the nms_fake override must not be served when it is not active."""
+    boxes = torch.rand(8, 4)
+    boxes[:, 2:] += boxes[:, :2]
+    inputs = (boxes, torch.rand(8))
+    ep = torch.export.export(NmsKeep(), inputs, strict=False)
+    with_torchvision_fake = cache_key(ep, inputs, "aoti", {})
+    uninstall_nms_fake = install_nms_fake()
+    try:
+        with_override = cache_key(ep, inputs, "aoti", {})
+    finally:
+        uninstall_nms_fake()
+    assert with_override != with_torchvision_fake
+    assert cache_key(ep, inputs, "aoti", {}) == with_torchvision_fake  # uninstalling restores the key
 
 
 def test_key_ignores_setting_order(program):

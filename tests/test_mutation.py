@@ -1,11 +1,12 @@
-"""case_studies.mutation: finding in-place writes and checking stateful parity."""
+"""Mutation: in-place writes (casebook.introspect) and stateful parity (casebook.checks)."""
 
 import copy
 
 import pytest
 import torch
 
-from case_studies.mutation import assert_mutation_parity, mutations, signature_rows
+from casebook.checks import assert_mutation_parity
+from casebook.introspect import mutations, signature_rows
 
 
 class CountingBuffer(torch.nn.Module):

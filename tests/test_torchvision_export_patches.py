@@ -13,8 +13,9 @@ from torchvision.models.detection import transform as det_transform
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
 
-from case_studies.parity import assert_parity
-from case_studies.torchvision_export_patches import PATCHES, STATIC_EXPORT_PATCHES, export_patches
+from casebook.checks import assert_parity
+from casebook.models.random_weights import reestimate_batchnorm
+from casebook.patches.torchvision import PATCHES, STATIC_EXPORT_PATCHES, export_patches
 
 SMALL = 128
 
@@ -35,15 +36,7 @@ def _calibrated_detector(**kwargs):
         rpn_post_nms_top_n_test=100,
         **kwargs,
     ).eval()
-    norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
-    for bn in norms:
-        bn.reset_running_stats()
-        bn.momentum = None
-        bn.train()
-    with torch.no_grad():
-        model.backbone(torch.randn(4, 3, SMALL, SMALL))
-    for bn in norms:
-        bn.eval()
+    reestimate_batchnorm(model, torch.randn(4, 3, SMALL, SMALL), forward=model.backbone)
     return model
 
 

@@ -7,6 +7,7 @@ Without a GPU the worker runs with stand-ins; the partition facts pinned here do
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
 
@@ -14,15 +15,18 @@ import pytest
 import torch
 import torchvision
 
-from case_studies.backends import trt_coverage
-from case_studies.backends._trt_dryrun_worker import STAND_IN_ANALYSIS, make_tensorrt_stand_in
-from case_studies.backends.trt_coverage import (
+from casebook.backends import trt_coverage
+from casebook.backends._trt_dryrun_worker import STAND_IN_ANALYSIS, make_tensorrt_stand_in
+from casebook.backends.trt_coverage import (
+    CoverageAnalysisError,
     CoverageReport,
+    PartitionBlock,
     TensorRTCompileError,
     TorchTensorRTNotInstalledError,
     coverage_report,
     coverage_reports,
 )
+from casebook.models.stand_ins import Boxes, Instances, register_pytree_nodes
 
 RELU = "torch.ops.aten.relu.default"
 NMS = "torch.ops.torchvision.nms.default"
@@ -37,6 +41,13 @@ class NmsHead(torch.nn.Module):
         scores = torch.sigmoid(scores)
         keep = torchvision.ops.nms(boxes, scores, 0.5)
         return boxes[keep] * 3.0, scores[keep]
+
+
+class InstancesHead(torch.nn.Module):
+    """Returns a detectron2-style `Instances`: a custom pytree class the worker must register to load."""
+
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor):
+        return Instances((32, 32), pred_boxes=Boxes(boxes * 2.0 + 1.0), scores=torch.sigmoid(scores) * 3.0)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +110,8 @@ def test_resnet18_is_one_tensorrt_engine(resnet18_reports):
     assert report.coverage == 1.0 and report.unsupported_ops == {}
     assert report.trt_block_sizes == [report.total_ops]
     assert report.torch_block_count == 0
+    assert report.blocks == (PartitionBlock("tensorrt", "_run_on_acc_0", report.total_ops),)
+    assert report.torch_node_names == ()
     assert report.suggested_min_block_size == report.total_ops
     assert "Dry-Run Results for Graph" in report.text
     assert set(report.to_frame()["support"]) == {"converter"}
@@ -113,6 +126,9 @@ def test_relu_in_torch_splits_resnet18_and_min_block_size_drops_small_blocks(res
         assert not report.fully_convertible and report.coverage < 1
     # Every ReLU cuts the graph: 17 cuts, 18 TensorRT blocks, 17 Torch blocks in between.
     assert fine.trt_engine_count == 18 and fine.torch_block_count == 17
+    # In graph order the blocks alternate, each Torch block holding one ReLU.
+    assert [b.kind for b in fine.blocks] == ["tensorrt", "torch"] * 17 + ["tensorrt"]
+    assert all(b.op_count == 1 and b.nodes[0].startswith("relu") for b in fine.blocks if b.kind == "torch")
     # min_block_size=5 drops the 3- and 4-op blocks, which then run in Torch too.
     assert 1 < coarse.trt_engine_count < fine.trt_engine_count
     assert all(size >= 5 for size in coarse.trt_block_sizes)
@@ -129,6 +145,13 @@ def test_nms_has_no_converter(nms_reports):
     assert report.unsupported_ops.get(NMS, 0) >= 1
     assert report.coverage < 1 and not report.fully_convertible
     assert report.trt_engine_count == 2 and report.torch_block_count == 1
+    assert [(b.kind, b.name) for b in report.blocks] == [
+        ("tensorrt", "_run_on_acc_0"),
+        ("torch", "_run_on_gpu_1"),
+        ("tensorrt", "_run_on_acc_2"),
+    ]
+    assert report.blocks[1].nodes == ("nms",) and report.torch_node_names == ("nms",)
+    assert [b.op_count for b in report.blocks if b.kind == "tensorrt"] == report.trt_block_sizes
     frame = report.to_frame()
     assert frame.loc[frame["op"] == NMS, "support"].item() == "no converter"
     assert frame["op"][0] == NMS
@@ -163,6 +186,80 @@ def test_missing_torch_tensorrt_says_make_build(nms_head, monkeypatch):
 def test_unknown_setting_is_rejected(nms_head):
     with pytest.raises(TypeError, match="min_blocksize"):
         coverage_reports(*nms_head, [{"min_blocksize": 1}])
+
+
+@pytest.fixture(scope="module")
+def instances_head():
+    register_pytree_nodes()
+    torch.manual_seed(0)
+    inputs = (torch.rand(8, 4), torch.rand(8))
+    return torch.export.export(InstancesHead(), inputs, strict=False), inputs
+
+
+def test_custom_pytree_output_needs_its_registration_in_the_worker(instances_head):
+    with pytest.raises(CoverageAnalysisError, match="phase 'load'") as caught:
+        coverage_report(*instances_head, min_block_size=1)
+    message = str(caught.value)
+    assert "casebook.models.stand_ins.Instances in pytree is not registered" in message
+    assert "pytree_registrations=" in message and "'casebook.models.stand_ins.Instances'" in message
+
+
+def test_with_its_registration_the_worker_loads_instances_and_torch_tensorrt_refuses_them(instances_head):
+    """Loaded, the program reaches Torch-TensorRT, whose constant folding then rebuilds the outputs
+    from placeholder objects (torch._inductor's ConstantFolder runs with output processing on), and
+    `Boxes` rejects a placeholder: Torch-TensorRT cannot take an `Instances` output (torch 2.14.1)."""
+    with pytest.raises(TensorRTCompileError) as caught:
+        coverage_report(*instances_head, min_block_size=1, pytree_registrations=[register_pytree_nodes])
+    assert caught.value.result["phase"] == "compile"
+    assert caught.value.original_type == "AttributeError"
+    assert caught.value.original_message == "'object' object has no attribute 'dim'"
+    assert "constant_fold" in caught.value.stderr_tail and "boxes_unflatten" in caught.value.stderr_tail
+
+
+DETECTIONS_MODULE = """
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass
+class Detections:
+    boxes: torch.Tensor
+    scores: torch.Tensor
+
+
+def register():
+    if Detections not in torch.utils._pytree.SUPPORTED_NODES:
+        torch.export.register_dataclass(Detections, serialized_type_name="casebook_test_detections.Detections")
+"""
+
+
+def test_pytree_registrations_named_as_strings_reach_the_worker(tmp_path, monkeypatch):
+    """A dataclass output, whose constructor takes anything, gets through Torch-TensorRT's dry run."""
+    (tmp_path / "casebook_test_detections.py").write_text(DETECTIONS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the worker's path; it adds the repository
+    detections = importlib.import_module("casebook_test_detections")
+    detections.register()
+
+    class DetectionsHead(torch.nn.Module):
+        def forward(self, boxes, scores):
+            return detections.Detections(boxes * 2.0 + 1.0, torch.sigmoid(scores) * 3.0)
+
+    inputs = (torch.rand(8, 4), torch.rand(8))
+    program = torch.export.export(DetectionsHead(), inputs, strict=False)
+    report = coverage_report(
+        program, inputs, min_block_size=1, pytree_registrations=["casebook_test_detections:register"]
+    )
+    assert report.fully_convertible and report.coverage == 1.0
+    assert [b.kind for b in report.blocks] == ["tensorrt"]
+
+
+def test_pytree_registrations_must_be_importable_by_name(instances_head):
+    with pytest.raises(ValueError, match="importable module"):
+        coverage_report(*instances_head, pytree_registrations=[lambda: None])
+    with pytest.raises(ValueError, match="has no attribute 'register_nodes'"):
+        coverage_report(*instances_head, pytree_registrations=["casebook.models.stand_ins:register_nodes"])
 
 
 def test_tensorrt_stand_in_is_labelled_and_inert():

@@ -10,8 +10,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
-from case_studies.backends.trt_coverage import CoverageReport, coverage_reports  # noqa: E402
-from case_studies.trt_partition import (  # noqa: E402
+from casebook.backends.trt_coverage import CoverageReport, PartitionBlock, coverage_reports  # noqa: E402
+from casebook.backends.trt_partition import (  # noqa: E402
     describe_analysis,
     partition_figure,
     partition_rows,
@@ -22,21 +22,20 @@ from case_studies.trt_partition import (  # noqa: E402
 STAND_IN = "stand-in (no GPU: engines were not built)"
 
 
-def _engine(number: int, index: int, ops: int) -> str:
-    return (
-        f"    TRT Engine #{number} - Submodule name: _run_on_acc_{index}\n"
-        "     Engine Inputs: List[Tensor: (64, 4)@float32]\n"
-        f"     Number of Operators in Engine: {ops}\n"
-        "     Engine Outputs: List[Tensor: (64, 4)@float32]\n    ...\n"
-    )
+def _report(blocks, *, analysis=STAND_IN, total=None) -> CoverageReport:
+    """A report as coverage_report builds it from the worker's result.
 
-
-def _report(engines, torch_blocks, nodes, *, analysis=STAND_IN, total=None) -> CoverageReport:
-    """A report as coverage_report builds it; ``engines`` is [(submodule index, op count)]."""
-    text = "  Graph Structure:\n\n   Inputs: ...\n    ...\n" + "".join(
-        _engine(n, i, ops) for n, (i, ops) in enumerate(engines, start=1)
+    ``blocks`` is the partition in graph order: an int is a TensorRT engine with that many ops, a
+    list of node names is a Torch block.
+    """
+    partition = tuple(
+        PartitionBlock("tensorrt", f"_run_on_acc_{i}", block)
+        if isinstance(block, int)
+        else PartitionBlock("torch", f"_run_on_gpu_{i}", len(block), tuple(block))
+        for i, block in enumerate(blocks)
     )
-    sizes = [ops for _, ops in engines]
+    sizes = [b.op_count for b in partition if b.kind == "tensorrt"]
+    nodes = [name for b in partition for name in b.nodes]
     total = total or sum(sizes) + len(nodes)
     return CoverageReport(
         analysis=analysis,
@@ -45,21 +44,23 @@ def _report(engines, torch_blocks, nodes, *, analysis=STAND_IN, total=None) -> C
         coverage=(total - 1) / total,
         unsupported_ops={"torch.ops.torchvision.nms.default": 1},
         torch_executed_ops=(),
-        trt_engine_count=len(engines),
+        trt_engine_count=len(sizes),
         trt_block_sizes=sizes,
-        torch_block_count=torch_blocks,
+        torch_block_count=sum(b.kind == "torch" for b in partition),
         min_block_size=5,
         suggested_min_block_size=max(sizes, default=None),
-        text=text,
+        text="(the dry run's printed summary; nothing here reads it)",
         to_run_in_torch=tuple(
             f"Node: torch.ops.aten.{n}.default, with layer location: head/{n}" for n in nodes
         ),
         versions={"torch_tensorrt": "2.14.0", "tensorrt": "11.1.0+standin"},
+        blocks=partition,
+        torch_node_names=tuple(nodes),
     )
 
 
 def test_torch_block_between_two_engines():
-    report = _report([(0, 29), (2, 2)], 1, ["nms"])
+    report = _report([29, ["nms"], 2])
     segments = partition_segments(report)
     assert [(s.kind, s.index, s.op_count, s.nodes) for s in segments] == [
         ("tensorrt", 0, 29, ()),
@@ -70,35 +71,44 @@ def test_torch_block_between_two_engines():
 
 
 def test_one_node_per_torch_block_is_assigned_in_order():
-    segments = partition_segments(_report([(0, 22), (2, 6), (4, 2)], 2, ["exp", "nms"]))
+    segments = partition_segments(_report([22, ["exp"], 6, ["nms"], 2]))
     assert [s.nodes for s in segments if s.kind == "torch"] == [("exp",), ("nms",)]
 
 
-def test_ambiguous_torch_blocks_are_left_unassigned():
-    report = _report([(0, 22), (2, 6)], 2, ["exp", "nms", "index", "index_1"])
+def test_each_torch_block_keeps_its_own_nodes():
+    """The worker reads each Torch block's nodes from its submodule, so several blocks with several
+    nodes each are not ambiguous (the printed summary lists all Torch nodes together)."""
+    report = _report([22, ["exp", "nms"], 6, ["index", "index_1"]])
     torch_blocks = [s for s in partition_segments(report) if s.kind == "torch"]
-    assert [(s.index, s.op_count, s.nodes) for s in torch_blocks] == [(1, None, ()), (3, None, ())]
+    assert [(s.index, s.op_count, s.nodes) for s in torch_blocks] == [
+        (1, 2, ("exp", "nms")),
+        (3, 2, ("index", "index_1")),
+    ]
+    assert torch_nodes(report) == ["exp", "nms", "index", "index_1"]
 
 
 def test_everything_in_torch():
-    (segment,) = partition_segments(_report([], 1, ["conv", "relu", "nms"]))
+    (segment,) = partition_segments(_report([["conv", "relu", "nms"]]))
     assert (segment.kind, segment.op_count, segment.nodes) == ("torch", 3, ("conv", "relu", "nms"))
 
 
-def test_summary_that_disagrees_with_the_counts_raises():
-    report = _report([(0, 29)], 1, ["nms"])
+def test_blocks_that_disagree_with_the_counts_raise():
+    report = _report([29, ["nms"]])
     broken = CoverageReport(**{**report.__dict__, "trt_block_sizes": [28]})
     with pytest.raises(ValueError, match="format changed"):
         partition_segments(broken)
     unknown_order = CoverageReport(**{**report.__dict__, "torch_block_count": None})
     with pytest.raises(ValueError, match="order of the blocks is unknown"):
         partition_segments(unknown_order)
+    global_partitioner = CoverageReport(**{**report.__dict__, "blocks": None})
+    with pytest.raises(ValueError, match="order of the blocks is unknown"):
+        partition_segments(global_partitioner)
 
 
 def test_rows_and_figure():
     reports = {
-        "default": _report([(0, 29)], 1, ["nms", "index", "index_1"]),
-        "ambiguous": _report([(0, 22), (2, 6)], 2, ["exp", "nms", "index", "index_1", "mul"]),
+        "default": _report([29, ["nms", "index", "index_1"]]),
+        "two blocks": _report([22, ["exp"], 6, ["nms", "index", "index_1", "mul"]]),
     }
     rows = partition_rows(reports)
     assert rows[0]["TensorRT engines"] == 1 and rows[0]["runs in Torch"] == "nms, index, index_1"
@@ -108,12 +118,15 @@ def test_rows_and_figure():
     texts = [t.get_text() for t in figure.axes[0].texts]
     assert "TensorRT engine\n29 ops" in texts and "PyTorch\nnms, index, index_1" in texts
     assert any(t.startswith("PyTorch nodes across these blocks: exp") for t in texts)
+    # A block with too many nodes to name is counted in its box and named, per block, in the note.
+    assert "PyTorch\n4 nodes" in texts
+    assert "PyTorch nodes across these blocks: exp | nms, index, index_1, mul" in texts
 
 
 def test_describe_analysis_says_whether_engines_were_built():
-    assert "no TensorRT engine was built" in describe_analysis(_report([(0, 8)], 0, []))
-    assert "TensorRT 11.1.0 (no libnvinfer)" in describe_analysis(_report([(0, 8)], 0, []))
-    real = _report([(0, 8)], 0, [], analysis="tensorrt")
+    assert "no TensorRT engine was built" in describe_analysis(_report([8]))
+    assert "TensorRT 11.1.0 (no libnvinfer)" in describe_analysis(_report([8]))
+    real = _report([8], analysis="tensorrt")
     real = CoverageReport(**{**real.__dict__, "versions": {"torch_tensorrt": "2.14.0", "tensorrt": "11.1.0"}})
     assert "with TensorRT 11.1.0 on this machine's GPU" in describe_analysis(real)
 
@@ -127,7 +140,7 @@ class _NmsHead(torch.nn.Module):
 
 @pytest.mark.slow
 def test_segments_of_a_real_dry_run():
-    """The summary format parsed here is Torch-TensorRT's own (one worker, about ten seconds)."""
+    """The blocks are read from Torch-TensorRT's own partitioned graph (one worker, about ten seconds)."""
     torch.manual_seed(0)
     boxes = torch.rand(16, 4)
     boxes[:, 2:] += boxes[:, :2]

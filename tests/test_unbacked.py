@@ -1,11 +1,13 @@
-"""Tests for case_studies.unbacked: runtime asserts, the captured shape log, synthetic detections."""
+"""Unbacked symbols: runtime asserts (casebook.introspect), the shape log (casebook.logs), synthetic detections."""
 
 import logging
 
 import torch
 import torch.fx.experimental._config as shape_config
 
-from case_studies.unbacked import SHAPE_LOGGER, random_detections, runtime_asserts, shape_log
+from casebook.introspect import runtime_asserts
+from casebook.logs import SHAPE_LOGGER, shape_log
+from casebook.models.synthetic import random_detections
 
 
 class FirstRows(torch.nn.Module):

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+
 from booklayout import REPO_ROOT, page_source, toc_pages
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
@@ -89,7 +90,7 @@ def test_executed_pages_show_their_versions(page):
     if "```{code-cell}" not in page_source(page).read_text(encoding="utf-8"):
         return
     assert VERSIONS_MARKER in (HTML_ROOT / f"{page}.html").read_text(encoding="utf-8"), (
-        f"{page} runs code but has no versions cell (case_studies.env.show_versions())"
+        f"{page} runs code but has no versions cell (casebook.env.show_versions())"
     )
 
 

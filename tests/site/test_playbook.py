@@ -10,6 +10,7 @@ import html
 import re
 
 import pytest
+
 from booklayout import REPO_ROOT
 
 PLAYBOOK = REPO_ROOT / "book" / "debugging_playbook.md"

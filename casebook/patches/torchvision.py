@@ -28,12 +28,8 @@ Usage::
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +40,9 @@ from torchvision.models.detection import _utils as det_utils
 from torchvision.models.detection import transform as det_transform
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
+
+from .core import Patch, Undo, apply, replace, undo_all
+from .core import patch_table as _patch_table
 
 # --------------------------------------------------------------------------------------------------
 # Replacement functions. Each mirrors the torchvision 0.29.1 original line by line except for the
@@ -273,50 +272,11 @@ def resize(
 # --------------------------------------------------------------------------------------------------
 
 
-def _replace(owner: object, attribute: str, replacement: object) -> Callable[[], None]:
-    original = owner.__dict__[attribute] if attribute in vars(owner) else getattr(owner, attribute)
-
-    setattr(owner, attribute, replacement)
-
-    def undo() -> None:
-        setattr(owner, attribute, original)
-
-    return undo
-
-
-def _install_nms_fake() -> Callable[[], None]:
+def install_nms_fake() -> Undo:
+    """Register :func:`nms_fake` for ``torchvision::nms``; the returned undo restores torchvision's own."""
     library = torch.library.Library("torchvision", "FRAGMENT")
     torch.library.register_fake("torchvision::nms", nms_fake, lib=library)
     return library._destroy
-
-
-@dataclass(frozen=True)
-class Patch:
-    """One export-safe change: what it replaces, the error it fixes, and how to install it."""
-
-    name: str
-    replaces: str
-    fixes: str
-    function: Callable
-    install: Callable[[], Callable[[], None]]
-
-    def source(self) -> str:
-        """The replacement's code, comments included, without its docstring, for showing on a page."""
-        code = textwrap.dedent(inspect.getsource(self.function))
-        body = ast.parse(code).body[0].body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            lines = code.splitlines()
-            del lines[body[0].lineno - 1 : body[0].end_lineno]
-            code = "\n".join(lines)
-        return code.rstrip()
-
-
-def _all(*undos: Callable[[], None]) -> Callable[[], None]:
-    def undo() -> None:
-        for one in reversed(undos):
-            one()
-
-    return undo
 
 
 PATCHES: dict[str, Patch] = {
@@ -327,9 +287,9 @@ PATCHES: dict[str, Patch] = {
             "torchvision.ops.boxes.batched_nms",
             "Could not guard on data-dependent expression 4*u1 > 4000",
             batched_nms,
-            lambda: _all(
-                _replace(box_ops, "batched_nms", batched_nms),
-                _replace(torchvision.ops, "batched_nms", batched_nms),
+            lambda: undo_all(
+                replace(box_ops, "batched_nms", batched_nms),
+                replace(torchvision.ops, "batched_nms", batched_nms),
             ),
         ),
         Patch(
@@ -337,42 +297,42 @@ PATCHES: dict[str, Patch] = {
             "torchvision.ops.boxes._batched_nms_coordinate_trick",
             "Could not guard on data-dependent expression Eq(4*u1, 0)",
             batched_nms_coordinate_trick,
-            lambda: _replace(box_ops, "_batched_nms_coordinate_trick", batched_nms_coordinate_trick),
+            lambda: replace(box_ops, "_batched_nms_coordinate_trick", batched_nms_coordinate_trick),
         ),
         Patch(
             "roi_align_num_rois",
             "torchvision.ops.poolers._multiscale_roi_align",
             "Could not extract specialized integer from data-dependent expression Min(1000, u2)",
             multiscale_roi_align,
-            lambda: _replace(poolers, "_multiscale_roi_align", multiscale_roi_align),
+            lambda: replace(poolers, "_multiscale_roi_align", multiscale_roi_align),
         ),
         Patch(
             "nms_fake_allows_empty",
             "the torchvision::nms fake kernel (torchvision/_meta_registrations.py)",
             "(at run time) Runtime assertion failed for expression u7 >= 2",
             nms_fake,
-            _install_nms_fake,
+            install_nms_fake,
         ),
         Patch(
             "box_coder_decode",
             "torchvision.models.detection._utils.BoxCoder.decode",
             "Could not guard on data-dependent expression Min(1000, u2) > 0",
             box_coder_decode,
-            lambda: _replace(det_utils.BoxCoder, "decode", box_coder_decode),
+            lambda: replace(det_utils.BoxCoder, "decode", box_coder_decode),
         ),
         Patch(
             "skip_resize_in_eval",
             "torchvision.models.detection.transform.GeneralizedRCNNTransform.resize",
             "(dynamic H/W) the resized size is fixed by guards: Guard failed: math.trunc(800 / ...) == 800",
             resize,
-            lambda: _replace(det_transform.GeneralizedRCNNTransform, "resize", resize),
+            lambda: replace(det_transform.GeneralizedRCNNTransform, "resize", resize),
         ),
         Patch(
             "batch_images_integer_padding",
             "torchvision.models.detection.transform.GeneralizedRCNNTransform.batch_images",
             "(dynamic H/W) Constraints violated: specialized it to be a constant (transform.py, math.ceil)",
             batch_images,
-            lambda: _replace(det_transform.GeneralizedRCNNTransform, "batch_images", batch_images),
+            lambda: replace(det_transform.GeneralizedRCNNTransform, "batch_images", batch_images),
         ),
     ]
 }
@@ -394,21 +354,10 @@ def export_patches(*names: str) -> Iterator[tuple[str, ...]]:
 
     The originals are restored on exit, also when the block raises. Yields the applied names.
     """
-    chosen = names or tuple(PATCHES)
-    unknown = [name for name in chosen if name not in PATCHES]
-    if unknown:
-        raise KeyError(f"unknown patch(es) {unknown}; choose from {list(PATCHES)}")
-    undos: list[Callable[[], None]] = []
-    try:
-        for name in chosen:
-            undos.append(PATCHES[name].install())
-        yield tuple(chosen)
-    finally:
-        for undo in reversed(undos):
-            undo()
+    with apply(PATCHES, *names) as applied:
+        yield applied
 
 
 def patch_table() -> str:
     """The patches as a Markdown table (name, what it replaces, the error it fixes)."""
-    rows = "\n".join(f"| `{p.name}` | `{p.replaces}` | {p.fixes} |" for p in PATCHES.values())
-    return "| patch | replaces | fixes |\n|---|---|---|\n" + rows
+    return _patch_table(PATCHES)

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-from case_studies.structures import Boxes, Instances
+from casebook.models.stand_ins import Boxes, Instances
 
 ShapesAs = Literal["tensor", "list"]
 ReferencePoints = Literal["linspace", "arange"]

@@ -55,15 +55,12 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-import torch.utils._pytree as pytree
-import torchvision
 from detectron2 import layers as d2_layers
 from detectron2.layers import cat, mask_ops, move_device_like
 from detectron2.modeling import poolers
@@ -74,14 +71,10 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torch.utils._pytree import GetAttrKey
 from torchvision.ops import boxes as box_ops
 
-# The NMS fake kernel and the patch plumbing are shared with the torchvision case study.
-from .torchvision_export_patches import (
-    _all,
-    _install_nms_fake,
-    _replace,
-    batched_nms_coordinate_trick,
-    nms_fake,
-)
+from ..pytree_nodes import register_node, unregister_nodes
+from . import torchvision as tv_patches
+from .core import Patch, apply, check_names, replace, undo_all
+from .core import patch_table as _patch_table
 
 __all__ = [
     "PATCHES",
@@ -288,26 +281,21 @@ def boxes_clip(self: Boxes, box_size: tuple[int, int]) -> None:
 def batched_nms(
     boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, iou_threshold: float
 ) -> torch.Tensor:
-    """``detectron2.layers.batched_nms`` (and the torchvision function it calls) without
-    data-dependent dispatch.
+    """``detectron2.layers.batched_nms``: torchvision's export-safe ``batched_nms`` plus detectron2's cast.
 
     Fixes: ``Could not guard on data-dependent expression 4*u1 > 4000`` in torchvision's
     ``batched_nms`` (``if boxes.numel() > 4000``: loop over classes, or offset the boxes per class),
     and the ``if boxes.numel() == 0`` early return of the coordinate trick, which would fail next.
+    detectron2's own function is torchvision's with a float cast in front, so this is the
+    torchvision patch set's :func:`casebook.patches.torchvision.batched_nms` with the same cast; the
+    patch installs the torchvision patch set's empty-safe coordinate trick with it.
 
-    Eager: ``guard_or_false`` on concrete sizes is the original test, so eager keeps torchvision's
-    choice (per-class loop above 4000 coordinates on CPU). Under export the coordinate trick is
-    traced for every size: it keeps the same boxes. The maximum coordinate is taken over the boxes
-    plus one ``-inf``, which equals ``boxes.max()`` for any non-empty input and does not raise on an
-    empty one. (An exported program may therefore run the coordinate trick where eager ran the
-    loop: same boxes kept, order by descending score in both; parity checks confirm it.)
+    Eager: the same cast, then torchvision's choice of strategy on concrete sizes (see the
+    torchvision patch). Under export the coordinate trick is traced for every size.
     """
     assert boxes.shape[-1] == 4
     boxes = boxes.float()  # fp16 does not have enough range for batched NMS
-    threshold = 4000 if boxes.device.type == "cpu" else 100_000
-    if guard_or_false(boxes.numel() > threshold) and not torchvision._is_tracing():  # export-safe
-        return box_ops._batched_nms_vanilla(boxes, scores, idxs, iou_threshold)
-    return batched_nms_coordinate_trick(boxes, scores, idxs, iou_threshold)  # export-safe: empty-safe
+    return tv_patches.batched_nms(boxes, scores, idxs, iou_threshold)  # export-safe
 
 
 def instances_set(self: Instances, name: str, value: Any) -> None:
@@ -463,30 +451,6 @@ def paste_masks_in_image(
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Patch:
-    """One export-safe change: what it replaces, the error it fixes, and how to install it."""
-
-    name: str
-    replaces: str
-    fixes: str
-    install: Callable[[], Callable[[], None]]
-    replacement: Callable[..., Any] | None = None  # the replacement function, for display
-
-    def explain(self) -> str:
-        """The replacement's docstring summary and the lines marked ``# export-safe``: the diff."""
-        import inspect
-
-        doc = inspect.getdoc(self.replacement) or ""
-        summary = doc.split("\n\n")[0]
-        changed = [
-            line.rstrip()
-            for line in inspect.getsource(self.replacement).splitlines()
-            if "export-safe" in line
-        ]
-        return f"{self.name}: {summary}\n" + "\n".join(f"    {line.strip()}" for line in changed)
-
-
 PATCHES: dict[str, Patch] = {
     patch.name: patch
     for patch in [
@@ -494,79 +458,80 @@ PATCHES: dict[str, Patch] = {
             "image_list_int_padding",
             "detectron2.structures.ImageList.from_tensors",
             "no error: padded image size becomes unbacked (u0, u1)",
-            lambda: _replace(ImageList, "from_tensors", staticmethod(image_list_from_tensors)),
-            replacement=image_list_from_tensors,
+            image_list_from_tensors,
+            lambda: replace(ImageList, "from_tensors", staticmethod(image_list_from_tensors)),
         ),
         Patch(
             "rpn_filters_without_branches",
             "detectron2.modeling.proposal_generator.proposal_utils.find_top_rpn_proposals",
             "Could not guard on data-dependent expression Eq(u0, 1) (`if not valid_mask.all()`)",
-            lambda: _all(
-                _replace(proposal_utils, "find_top_rpn_proposals", find_top_rpn_proposals),
-                _replace(rpn, "find_top_rpn_proposals", find_top_rpn_proposals),
+            find_top_rpn_proposals,
+            lambda: undo_all(
+                replace(proposal_utils, "find_top_rpn_proposals", find_top_rpn_proposals),
+                replace(rpn, "find_top_rpn_proposals", find_top_rpn_proposals),
             ),
-            replacement=find_top_rpn_proposals,
         ),
         Patch(
             "boxes_init_empty_check",
             "detectron2.structures.Boxes.__init__",
             "Could not guard on data-dependent expression Eq(4*u0, 0)",
-            lambda: _replace(Boxes, "__init__", boxes_init),
-            replacement=boxes_init,
+            boxes_init,
+            lambda: replace(Boxes, "__init__", boxes_init),
         ),
         Patch(
             "boxes_clip_finite_check",
             "detectron2.structures.Boxes.clip",
             "Could not guard on data-dependent expression Eq(u1, 1) (`assert torch.isfinite(...).all()`)",
-            lambda: _replace(Boxes, "clip", boxes_clip),
-            replacement=boxes_clip,
+            boxes_clip,
+            lambda: replace(Boxes, "clip", boxes_clip),
         ),
         Patch(
             "batched_nms_dispatch",
             "detectron2.layers.batched_nms (-> torchvision.ops.boxes.batched_nms)",
             "Could not guard on data-dependent expression 4*u1 > 4000",
-            lambda: _all(
-                _replace(d2_nms, "batched_nms", batched_nms),
-                _replace(d2_layers, "batched_nms", batched_nms),
-                _replace(proposal_utils, "batched_nms", batched_nms),
-                _replace(fast_rcnn, "batched_nms", batched_nms),
+            batched_nms,
+            lambda: undo_all(
+                replace(d2_nms, "batched_nms", batched_nms),
+                replace(d2_layers, "batched_nms", batched_nms),
+                replace(proposal_utils, "batched_nms", batched_nms),
+                replace(fast_rcnn, "batched_nms", batched_nms),
+                replace(box_ops, "_batched_nms_coordinate_trick", tv_patches.batched_nms_coordinate_trick),
             ),
-            replacement=batched_nms,
         ),
         Patch(
             "instances_set_length",
             "detectron2.structures.Instances.set",
             "Could not extract specialized integer from data-dependent expression Min(1000, u2) (`len(value)`)",
-            lambda: _replace(Instances, "set", instances_set),
-            replacement=instances_set,
+            instances_set,
+            lambda: replace(Instances, "set", instances_set),
         ),
         Patch(
             "pooler_batch_index",
             "detectron2.modeling.poolers.convert_boxes_to_pooler_format",
             "Could not extract specialized integer from data-dependent expression Min(1000, u2) (`shapes_to_tensor`)",
-            lambda: _replace(poolers, "convert_boxes_to_pooler_format", convert_boxes_to_pooler_format),
-            replacement=convert_boxes_to_pooler_format,
+            convert_boxes_to_pooler_format,
+            lambda: replace(poolers, "convert_boxes_to_pooler_format", convert_boxes_to_pooler_format),
         ),
         Patch(
             "fast_rcnn_filters_without_branches",
             "detectron2.modeling.roi_heads.fast_rcnn.fast_rcnn_inference_single_image",
             "Could not guard on data-dependent expression Eq(u7, 1) (`if not valid_mask.all()`)",
-            lambda: _replace(fast_rcnn, "fast_rcnn_inference_single_image", fast_rcnn_inference_single_image),
-            replacement=fast_rcnn_inference_single_image,
+            fast_rcnn_inference_single_image,
+            lambda: replace(fast_rcnn, "fast_rcnn_inference_single_image", fast_rcnn_inference_single_image),
         ),
         Patch(
             "paste_masks_single_chunk",
             "detectron2.layers.mask_ops.paste_masks_in_image",
             "Could not extract specialized integer from data-dependent expression u14 (`len(masks)`)",
-            lambda: _replace(mask_ops, "paste_masks_in_image", paste_masks_in_image),
-            replacement=paste_masks_in_image,
+            paste_masks_in_image,
+            lambda: replace(mask_ops, "paste_masks_in_image", paste_masks_in_image),
         ),
         Patch(
             "nms_fake_allows_empty",
             "the torchvision::nms fake kernel (torchvision/_meta_registrations.py)",
             "at run time: Runtime assertion failed for expression u9 >= 2",
-            _install_nms_fake,
-            replacement=nms_fake,
+            tv_patches.nms_fake,
+            tv_patches.install_nms_fake,
         ),
     ]
 }
@@ -587,31 +552,23 @@ def export_patches(
     through the patched ``find_top_rpn_proposals`` / ``fast_rcnn_inference_single_image`` and
     therefore need those patches applied.
     """
-    chosen = names or tuple(PATCHES)
-    unknown = [name for name in chosen if name not in PATCHES]
-    if unknown:
-        raise KeyError(f"unknown patch(es) {unknown}; choose from {list(PATCHES)}")
+    chosen = check_names(PATCHES, names)
     if skip_nms and not {"rpn_filters_without_branches", "fast_rcnn_filters_without_branches"} <= set(chosen):
         raise ValueError("skip_nms acts through the patched RPN and box-head functions: apply both patches")
     if skip_filter_confidence and "fast_rcnn_filters_without_branches" not in chosen:
         raise ValueError("skip_filter_confidence acts through fast_rcnn_filters_without_branches: apply it")
-    undos: list[Callable[[], None]] = []
     saved_switches = dict(_SWITCHES)
     try:
-        for name in chosen:
-            undos.append(PATCHES[name].install())
-        _SWITCHES.update(skip_nms=skip_nms, skip_filter_confidence=skip_filter_confidence)
-        yield tuple(chosen)
+        with apply(PATCHES, *chosen) as applied:
+            _SWITCHES.update(skip_nms=skip_nms, skip_filter_confidence=skip_filter_confidence)
+            yield applied
     finally:
         _SWITCHES.update(saved_switches)
-        for undo in reversed(undos):
-            undo()
 
 
 def patch_table() -> str:
     """The patches as a Markdown table (name, what it replaces, the error it fixes)."""
-    rows = "\n".join(f"| `{p.name}` | `{p.replaces}` | {p.fixes} |" for p in PATCHES.values())
-    return "| patch | replaces | fixes |\n|---|---|---|\n" + rows
+    return _patch_table(PATCHES)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -673,29 +630,24 @@ def register_pytree_nodes() -> None:
     too). An ``Instances``' image size and field names are pytree *context*: they are fixed when
     the program is exported.
     """
-    if Boxes not in pytree.SUPPORTED_NODES:
-        pytree.register_pytree_node(
-            Boxes,
-            _boxes_flatten,
-            _boxes_unflatten,
-            serialized_type_name=BOXES_SERIALIZED_NAME,
-            flatten_with_keys_fn=_boxes_flatten_with_keys,
-        )
-    if Instances not in pytree.SUPPORTED_NODES:
-        pytree.register_pytree_node(
-            Instances,
-            _instances_flatten,
-            _instances_unflatten,
-            serialized_type_name=INSTANCES_SERIALIZED_NAME,
-            to_dumpable_context=_instances_context_to_json,
-            from_dumpable_context=_instances_context_from_json,
-            flatten_with_keys_fn=_instances_flatten_with_keys,
-        )
+    register_node(
+        Boxes,
+        _boxes_flatten,
+        _boxes_unflatten,
+        serialized_type_name=BOXES_SERIALIZED_NAME,
+        flatten_with_keys=_boxes_flatten_with_keys,
+    )
+    register_node(
+        Instances,
+        _instances_flatten,
+        _instances_unflatten,
+        serialized_type_name=INSTANCES_SERIALIZED_NAME,
+        flatten_with_keys=_instances_flatten_with_keys,
+        context_to_json=_instances_context_to_json,
+        context_from_json=_instances_context_from_json,
+    )
 
 
 def unregister_pytree_nodes() -> None:
-    """Undo :func:`register_pytree_nodes` (uses the private ``pytree._deregister_pytree_node``)."""
-    for cls in (Boxes, Instances):
-        if cls in pytree.SUPPORTED_NODES:
-            pytree._deregister_pytree_node(cls)
-    pytree.treespec_loads.cache_clear()
+    """Undo :func:`register_pytree_nodes` (see :func:`casebook.pytree_nodes.unregister_nodes`)."""
+    unregister_nodes(Boxes, Instances)

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils import _pytree as pytree
+
+from casebook.inputs import as_args, first_device
 
 MIN_RUNS = 20
 _clock = time.perf_counter  # module attribute so tests can substitute a fake clock
@@ -72,8 +73,8 @@ def benchmark(
         raise ValueError(f"runs={runs}: use at least {MIN_RUNS} timed runs so median and p90 are meaningful")
     if warmup < 0:
         raise ValueError(f"warmup={warmup} must be >= 0")
-    args = _as_args(inputs)
-    device = _device_of(args)
+    args = as_args(inputs)
+    device = first_device(args)
     label = label or getattr(fn, "__name__", type(fn).__name__)
     time_one = _cuda_timer(device) if device.type == "cuda" else _cpu_timer
     start = _clock()
@@ -182,7 +183,7 @@ def compare(
         name: benchmark(fn, inputs, warmup=warmup, runs=runs, label=name) for name, fn in candidates.items()
     }
     return Comparison(
-        timings=timings, baseline=baseline, device_info=device_description(_device_of(_as_args(inputs)))
+        timings=timings, baseline=baseline, device_info=device_description(first_device(as_args(inputs)))
     )
 
 
@@ -214,17 +215,6 @@ def _cuda_timer(device: torch.device) -> Callable[[Callable[..., Any], tuple[Any
         return float(start.elapsed_time(end))
 
     return time_one
-
-
-def _as_args(inputs: Sequence[Any] | torch.Tensor) -> tuple[Any, ...]:
-    return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
-
-
-def _device_of(args: tuple[Any, ...]) -> torch.device:
-    for leaf in pytree.tree_leaves(args):
-        if isinstance(leaf, torch.Tensor):
-            return leaf.device
-    return torch.device("cpu")
 
 
 def _cpu_model_name() -> str | None:

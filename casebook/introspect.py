@@ -1,20 +1,82 @@
-"""In-place mutation in exported programs: where it happens, and whether it matches eager.
+"""Read-only views of an ExportedProgram (and of what export said), for showing on a page.
 
-`torch.export` keeps in-place operators (``fill_``, ``add_``, ``copy_``, ``index_put_``) in the
-training IR it returns; `run_decompositions()` rewrites them into functional operators and
-records every write that must survive the call (to a user input or a buffer) as an extra graph
-output in the `graph_signature`. These helpers make both visible and check that a program that
-mutates state behaves like the eager model, call after call.
+- `runtime_asserts`: the checks export left in the graph for facts it could not prove while tracing.
+- `user_input_shapes`: the shapes (with their symbols, `s0`, `4*s1`) the user inputs were traced with.
+- `suggested_fixes`: the "Suggested fixes:" block of a constraint-violation message.
+- `signature_rows` and `mutations`: what the graph signature maps to what, and every in-place write.
+  `torch.export` keeps in-place operators (``fill_``, ``add_``, ``copy_``, ``index_put_``) in the
+  training IR it returns; `run_decompositions()` rewrites them into functional operators and records
+  every write that must survive the call (to a user input or a buffer) as an extra graph output in
+  the `graph_signature`.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable, Sequence
-
 import torch
 
-from case_studies.parity import ParityResult, compare_outputs
+# Nodes through which an exported graph checks, at run time, what export assumed about a value.
+_RANGE_TARGETS = (
+    torch.ops.aten.sym_constrain_range_for_size.default,
+    torch.ops.aten.sym_constrain_range.default,
+)
+
+
+def runtime_asserts(program) -> list[str]:
+    """One line per runtime check in the graph of `program` (an ExportedProgram or GraphModule).
+
+    An `aten._assert_scalar` node is shown by its message, which names the symbolic expression it
+    checks (e.g. "Runtime assertion failed for expression u0 >= 0 on node 'ge'"). Subgraphs (the
+    branches of `torch.cond`) are not searched.
+    """
+    lines = []
+    for node in program.graph.nodes:
+        if node.target is torch.ops.aten._assert_scalar.default:
+            lines.append(str(node.args[1]))
+        elif node.target in _RANGE_TARGETS:
+            bounds = ", ".join(f"{key}={value}" for key, value in node.kwargs.items())
+            lines.append(f"{node.target}({node.args[0]}, {bounds})")
+    return lines
+
+
+def user_input_shapes(program: torch.export.ExportedProgram) -> dict[str, str]:
+    """`{placeholder name: traced shape}` for the user inputs of an exported program.
+
+    Shapes are printed as export recorded them, so a dynamic dimension shows up as its symbol
+    (`s77`, `4*s16`) and a static one as a number.
+    """
+    user_inputs = set(program.graph_signature.user_inputs)
+    shapes = {}
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name in user_inputs:
+            value = node.meta.get("val")
+            if isinstance(value, torch.Tensor):
+                shapes[node.name] = "[" + ", ".join(str(size) for size in value.shape) + "]"
+            else:
+                shapes[node.name] = repr(value)
+    return shapes
+
+
+def suggested_fixes(message: str) -> list[str]:
+    """The lines of the "Suggested fixes:" block of an export constraint-violation message.
+
+    Export ends such messages with a block of Python-like assignments (`batch = 1`,
+    `_h = Dim('_h', min=8, max=128)`, `h = 4*_h`) that, applied to `dynamic_shapes`, make the
+    export succeed. Returns `[]` when the message has no such block.
+    """
+    if "Suggested fixes:" not in message:
+        return []
+    block = message.split("Suggested fixes:", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            if lines:
+                break
+            continue
+        if not line.startswith((" ", "\t")):
+            break
+        lines.append(stripped)
+    return lines
 
 
 def signature_rows(program: torch.export.ExportedProgram) -> list[dict[str, str]]:
@@ -119,39 +181,3 @@ def mutations(program: torch.export.ExportedProgram) -> list[dict[str, str]]:
                 }
             )
     return rows
-
-
-def _clone_args(args: tuple) -> tuple:
-    return tuple(arg.clone() if isinstance(arg, torch.Tensor) else copy.deepcopy(arg) for arg in args)
-
-
-def assert_mutation_parity(
-    reference: torch.nn.Module,
-    candidate: torch.nn.Module,
-    inputs: Iterable,
-    *,
-    state: Sequence[str] = (),
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> ParityResult:
-    """Run both modules on the same inputs, one call after another, and compare what they change.
-
-    After every call this compares the outputs, every argument (an in-place write to a user
-    input must happen in both), and each buffer named in `state` (e.g. a counter or a cache that
-    the forward updates). Each side gets its own copy of the arguments. The calls are made in
-    order, so state that accumulates over calls is compared too; give each side its own module
-    instance (the exported program shares buffer memory with the model it was exported from).
-    """
-    checked = leaves = 0
-    worst = 0.0
-    with torch.no_grad():
-        for args in inputs:
-            args = args if isinstance(args, tuple) else (args,)
-            ref_args, cand_args = _clone_args(args), _clone_args(args)
-            expected = (reference(*ref_args), ref_args, [reference.get_buffer(n) for n in state])
-            actual = (candidate(*cand_args), cand_args, [candidate.get_buffer(n) for n in state])
-            n, diff = compare_outputs(expected, actual, rtol=rtol, atol=atol)
-            checked, leaves, worst = checked + 1, leaves + n, max(worst, diff)
-    if checked == 0:
-        raise ValueError("assert_mutation_parity needs at least one input")
-    return ParityResult(checked, leaves, worst)

@@ -1,12 +1,19 @@
 """Backends an ExportedProgram can be lowered to (AOTInductor, TensorRT), with parity and caching."""
 
 from .lowering import Lowered, choose_backend, lower
-from .trt_coverage import CoverageAnalysisError, CoverageReport, coverage_report, coverage_reports
+from .trt_coverage import (
+    CoverageAnalysisError,
+    CoverageReport,
+    PartitionBlock,
+    coverage_report,
+    coverage_reports,
+)
 
 __all__ = [
     "CoverageAnalysisError",
     "CoverageReport",
     "Lowered",
+    "PartitionBlock",
     "choose_backend",
     "coverage_report",
     "coverage_reports",

@@ -1,11 +1,10 @@
 """What a Torch-TensorRT dry run says about a graph's partition, as ordered segments and a figure.
 
-A `~case_studies.backends.trt_coverage.CoverageReport` counts TensorRT engines and Torch blocks;
-this module puts them in graph order so a page can draw the partition. The order comes from the
-names Torch-TensorRT's fast partitioner gives the submodules it creates: ``_run_on_acc_N`` for a
-TensorRT block and ``_run_on_gpu_N`` for a Torch fallback block, numbered along the graph. The engine
-names and sizes are read from the dry run's own summary (``report.text``) and checked against the
-report's counts, so a change in that summary's format raises instead of drawing a wrong picture.
+A `~casebook.backends.trt_coverage.CoverageReport` carries the TensorRT and Torch blocks of the
+partition in graph order (``report.blocks``, read by the dry-run worker from the partitioned graph
+Torch-TensorRT returned). This module checks them against the report's counts (a change in how
+Torch-TensorRT names or counts its blocks then raises instead of drawing a wrong picture) and turns
+them into segments, table rows and a figure.
 
 It also turns ``report.analysis`` into the sentence a page prints about where the numbers came from
 (a real TensorRT on a GPU, or the labelled stand-in used on machines without one).
@@ -13,22 +12,14 @@ It also turns ``report.analysis`` into the sentence a page prints about where th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .backends.trt_coverage import CoverageReport
+from .trt_coverage import CoverageReport
 
 REAL_ANALYSIS = "tensorrt"
 TENSORRT_COLOR = "#76b900"  # NVIDIA green
 TORCH_COLOR = "#ee8a3c"
-
-_ENGINE = re.compile(
-    r"TRT Engine #(?P<number>\d+) - Submodule name: _run_on_acc_(?P<index>\d+)\s*\n"
-    r".*?Number of Operators in Engine: (?P<ops>\d+)",
-    re.DOTALL,
-)
-_TORCH_NODE = re.compile(r"^Node: (?P<target>\S+), with layer location: (?P<location>.*)$")
 
 
 @dataclass(frozen=True)
@@ -36,27 +27,28 @@ class Segment:
     """One block of the partitioned graph, in graph order.
 
     ``op_count`` is the number of operators for a TensorRT block (Torch-TensorRT's count) and the
-    number of nodes for a Torch block. For a Torch block, ``nodes`` lists its node names when the
-    dry run's output determines them, and is empty (with ``op_count`` None) when it does not: the
-    dry run lists the Torch nodes of all blocks together, so with several Torch blocks holding more
-    nodes than there are blocks, which node is in which block is not known.
+    number of nodes for a Torch block, whose ``nodes`` are their names (``getitem`` excluded).
     """
 
     kind: str  # "tensorrt" or "torch"
-    index: int  # N in _run_on_acc_N / _run_on_gpu_N
-    op_count: int | None
+    index: int  # position in graph order, which is also N in the submodule name _run_on_acc_N / _run_on_gpu_N
+    op_count: int
     nodes: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         if self.kind == "tensorrt":
             return f"TensorRT engine\n{self.op_count} op{'s' if self.op_count != 1 else ''}"
-        if not self.nodes:
-            return "PyTorch block\n(nodes: see row note)"
-        shown = ", ".join(self.nodes)
-        if len(self.nodes) > 3 or len(shown) > 24:
+        if self.abbreviated:
             return f"PyTorch\n{len(self.nodes)} nodes"
-        return f"PyTorch\n{shown}"
+        return f"PyTorch\n{', '.join(self.nodes)}"
+
+    @property
+    def abbreviated(self) -> bool:
+        """Whether the label counts this Torch block's nodes instead of naming them (too many to fit)."""
+        return self.kind == "torch" and (
+            not self.nodes or len(self.nodes) > 3 or len(", ".join(self.nodes)) > 24
+        )
 
 
 def torch_nodes(report: CoverageReport) -> list[str]:
@@ -65,47 +57,34 @@ def torch_nodes(report: CoverageReport) -> list[str]:
     A name is the node's name in the graph Torch-TensorRT partitioned (after its own decompositions
     and lowering passes), such as ``nms`` or ``index_1``.
     """
-    names = []
-    for entry in report.to_run_in_torch:
-        match = _TORCH_NODE.match(entry)
-        if match is None:
-            raise ValueError(f"unexpected entry in the dry run's Torch node list: {entry!r}")
-        names.append(match["location"].rsplit("/", 1)[-1])
-    return names
+    return list(report.torch_node_names)
 
 
 def partition_segments(report: CoverageReport) -> list[Segment]:
     """The TensorRT and Torch blocks of ``report``'s partition, in graph order."""
-    if report.torch_block_count is None:
+    if report.torch_block_count is None or report.blocks is None:
         raise ValueError(
             "the dry run did not count Torch blocks (global partitioner, or no supported op), "
             "so the order of the blocks is unknown"
         )
-    engines = {int(m["index"]): int(m["ops"]) for m in _ENGINE.finditer(report.text)}
-    if len(engines) != report.trt_engine_count or [engines[i] for i in sorted(engines)] != list(
-        report.trt_block_sizes
+    engine_sizes = [block.op_count for block in report.blocks if block.kind == "tensorrt"]
+    torch_block_count = sum(block.kind == "torch" for block in report.blocks)
+    if (
+        engine_sizes != list(report.trt_block_sizes)
+        or len(engine_sizes) != report.trt_engine_count
+        or torch_block_count != report.torch_block_count
+        or any(block.kind not in ("tensorrt", "torch") for block in report.blocks)
     ):
         raise ValueError(
-            f"the dry run's summary lists engines {engines}, but the report counts "
-            f"{report.trt_engine_count} engine(s) of sizes {report.trt_block_sizes}: has the summary's "
-            "format changed?"
+            f"the report's blocks {[(b.kind, b.name, b.op_count) for b in report.blocks]} disagree with "
+            f"its counts ({report.trt_engine_count} engine(s) of sizes {report.trt_block_sizes}, "
+            f"{report.torch_block_count} Torch block(s)): has the dry-run worker's result format changed "
+            "(Torch-TensorRT's block names or counts, say)? Check "
+            "casebook.backends._trt_dryrun_worker._partition_blocks."
         )
-    count = report.trt_engine_count + report.torch_block_count
-    if any(index >= count for index in engines):
-        raise ValueError(f"engine submodule numbers {sorted(engines)} do not fit {count} blocks")
-    torch_indices = [i for i in range(count) if i not in engines]
-    names = torch_nodes(report)
-    if len(torch_indices) == 1:
-        groups: list[tuple[str, ...]] = [tuple(names)]
-    elif len(names) == len(torch_indices):
-        groups = [(name,) for name in names]
-    else:
-        groups = [()] * len(torch_indices)
-    torch_blocks = {
-        index: Segment("torch", index, len(group) if group else None, group)
-        for index, group in zip(torch_indices, groups, strict=True)
-    }
-    return [Segment("tensorrt", i, engines[i]) if i in engines else torch_blocks[i] for i in range(count)]
+    return [
+        Segment(block.kind, index, block.op_count, block.nodes) for index, block in enumerate(report.blocks)
+    ]
 
 
 def describe_analysis(report: CoverageReport) -> str:
@@ -134,17 +113,18 @@ def partition_figure(
     """Draw each report's partition as a row of blocks in graph order, labelled by ``reports``' keys.
 
     TensorRT engines are green with their operator count; Torch blocks are orange with their nodes.
-    Where the nodes of several Torch blocks cannot be told apart, the row's note lists them together.
+    Where one of several Torch blocks has too many nodes to name in its box, the row's note names the
+    nodes of each Torch block of the row, blocks separated by " | ".
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
-    rows = [(label, partition_segments(report), report) for label, report in reports.items()]
-    longest = max((len(segments) for _, segments, _ in rows), default=1)
+    rows = [(label, partition_segments(report)) for label, report in reports.items()]
+    longest = max((len(segments) for _, segments in rows), default=1)
     step, height, row_gap = box_width + 0.35, 0.62, 1.25
     fig, ax = plt.subplots(figsize=(2.6 + longest * step * 1.05, 0.6 + row_gap * len(rows) * 0.95))
     ax.set_axis_off()
-    for r, (label, segments, report) in enumerate(rows):
+    for r, (label, segments) in enumerate(rows):
         y = -r * row_gap
         ax.text(-0.25, y, label, ha="right", va="center", fontsize=9, family="monospace")
         for i, segment in enumerate(segments):
@@ -174,11 +154,15 @@ def partition_figure(
                         shrinkB=1,
                     )
                 )
-        if notes and any(s.kind == "torch" and not s.nodes for s in segments):
+        torch_segments = [s for s in segments if s.kind == "torch"]
+        if notes and len(torch_segments) > 1 and any(s.abbreviated for s in torch_segments):
+            # A box that only counts its nodes does not say which nodes it holds; with one Torch
+            # block the table's "runs in Torch" column does, with several the note names them per block.
+            per_block = [_shorten(list(s.nodes)) for s in torch_segments]
             ax.text(
                 0,
                 y - height / 2 - 0.12,
-                "PyTorch nodes across these blocks: " + ", ".join(torch_nodes(report)),
+                "PyTorch nodes across these blocks: " + " | ".join(per_block),
                 ha="left",
                 va="top",
                 fontsize=7.5,

@@ -5,12 +5,19 @@ graph, checks every node against its converter registry, partitions the graph in
 and Torch fallback blocks exactly as a real compile would, and stops before building any engine.
 The numbers are therefore Torch-TensorRT's own, not a re-implementation of its rules.
 
-The dry run happens in a subprocess (`case_studies.backends._trt_dryrun_worker`) because on a
+The dry run happens in a subprocess (`casebook.backends._trt_dryrun_worker`) because on a
 machine without a GPU `import torch_tensorrt` fails: it needs TensorRT's libnvinfer and asks CUDA
 about the device. There the worker installs clearly labelled stand-ins (a ``tensorrt`` module with
 names but no behaviour, and answers for two CUDA queries) before importing it, and
 `CoverageReport.analysis` says so. The stand-ins never reach the notebook's own process. On a machine
 where TensorRT and CUDA work, nothing is stood in and ``analysis == "tensorrt"``.
+
+The worker loads the *saved* program, so a program whose inputs or outputs are custom pytree classes
+(detectron2-style ``Instances``) loads there only once those classes are registered in the worker
+too: name the function that registers them in ``pytree_registrations``. Loaded, such a program
+still has to get through Torch-TensorRT: its constant-folding pass rebuilds the outputs from
+placeholder objects, so an output class whose constructor checks its fields (``Boxes``,
+``Instances``) makes the compile raise (`TensorRTCompileError`), a dry run as much as a real one.
 
 What a stand-in run cannot tell you: whether TensorRT would then build each engine (a converter can
 still reject a node's arguments while building, which Torch-TensorRT reports then, not in a dry run).
@@ -18,6 +25,7 @@ still reject a node's arguments while building, which Torch-TensorRT reports the
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -25,15 +33,17 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
-WORKER_MODULE = "case_studies.backends._trt_dryrun_worker"
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+from ..env import REPO_ROOT
+
+WORKER_MODULE = "casebook.backends._trt_dryrun_worker"
 # Op namespaces whose Python package must be imported before `torch.export.load` can resolve them.
 _NAMESPACE_MODULES = {"torchvision": "torchvision"}
 _DEFAULTS: dict[str, Any] = {"min_block_size": 5, "torch_executed_ops": (), "require_full_compilation": False}
@@ -71,6 +81,22 @@ class TensorRTCompileError(CoverageAnalysisError):
 
 
 @dataclass(frozen=True)
+class PartitionBlock:
+    """One block of the partitioned graph: a TensorRT engine or a block left to run in Torch.
+
+    ``name`` is the submodule Torch-TensorRT's fast partitioner made of it: ``_run_on_acc_N`` for a
+    TensorRT block, ``_run_on_gpu_N`` for a Torch one. ``op_count`` is Torch-TensorRT's operator count
+    for an engine and the number of ``nodes`` for a Torch block, whose ``nodes`` are the names of its
+    nodes in the graph Torch-TensorRT partitioned (``getitem`` excluded), such as ``nms``.
+    """
+
+    kind: str  # "tensorrt" or "torch"
+    name: str
+    op_count: int
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class CoverageReport:
     """Torch-TensorRT's dry-run verdict on one exported program, with the settings it was run with.
 
@@ -79,6 +105,10 @@ class CoverageReport:
     count over ``ep.graph``. ``unsupported_ops`` are the ops with no converter or forced to Torch by
     ``torch_executed_ops``; supported ops in blocks smaller than ``min_block_size`` also run in Torch
     and appear only in ``to_run_in_torch`` (the dry run's node list) and ``trt_block_sizes``.
+
+    ``blocks`` are the TensorRT and Torch blocks in graph order, or None where the partition has no
+    Torch blocks to order (the global partitioner, which leaves Torch nodes inline, or no supported
+    op); ``torch_node_names`` are the names of the nodes left to Torch, in graph order.
     """
 
     analysis: str
@@ -97,6 +127,8 @@ class CoverageReport:
     to_run_in_torch: tuple[str, ...] = field(default=(), repr=False)
     stand_ins: tuple[str, ...] = field(default=(), repr=False)
     versions: dict[str, str] = field(default_factory=dict)
+    blocks: tuple[PartitionBlock, ...] | None = field(default=None, repr=False)
+    torch_node_names: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def fully_convertible(self) -> bool:
@@ -168,6 +200,67 @@ def _modules_for(program: torch.export.ExportedProgram, extra: Iterable[str]) ->
     return names
 
 
+def _custom_pytree_types(program: torch.export.ExportedProgram) -> list[str]:
+    """Serialized names of the pytree node types in the program's input and output specs that a
+    fresh process does not know: every type registered outside torch and the standard library."""
+    found: list[str] = []
+    pending = [spec for spec in (program.call_spec.in_spec, program.call_spec.out_spec) if spec is not None]
+    while pending:
+        spec = pending.pop()
+        pending.extend(spec.children())
+        node_def = pytree.SUPPORTED_SERIALIZED_TYPES.get(spec.type)
+        module = getattr(spec.type, "__module__", "") or ""
+        if node_def is None or module == "builtins" or module.split(".")[0] in {"torch", "collections"}:
+            continue
+        if node_def.serialized_type_name not in found:
+            found.append(node_def.serialized_type_name)
+    return sorted(found)
+
+
+def _registration_name(registration: str | Callable[[], Any]) -> str:
+    """``"package.module:function"`` for a registration function, checked to resolve to a callable.
+
+    The worker is a fresh process: it can only call a function it can import by name, so a lambda,
+    a nested function or one defined in a notebook (module ``__main__``) is refused here.
+    """
+    if callable(registration):
+        name = f"{getattr(registration, '__module__', None)}:{getattr(registration, '__qualname__', '<unnamed>')}"
+    elif isinstance(registration, str):
+        name = registration
+    else:
+        raise TypeError(
+            f"pytree_registrations entries are functions or 'package.module:function' strings, not {registration!r}"
+        )
+    module_name, colon, qualname = name.partition(":")
+    # "<" marks a lambda or a nested function ("f.<locals>.g"); "__main__" is this process's script.
+    if not colon or module_name in ("", "None", "__main__") or not qualname or "<" in qualname:
+        raise ValueError(
+            f"pytree registration {name!r} cannot be imported by name in the dry-run worker: pass a "
+            "module-level function of an importable module, or 'package.module:function' "
+            "(e.g. 'casebook.models.stand_ins:register_pytree_nodes')"
+        )
+    try:
+        resolved: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(
+            f"pytree registration {name!r}: module {module_name!r} does not import here ({exc}); the worker "
+            "imports it with the repository and $PYTHONPATH on its path, so name a module found there"
+        ) from exc
+    for part in qualname.split("."):
+        if not hasattr(resolved, part):
+            raise ValueError(
+                f"pytree registration {name!r}: module {module_name!r} has no attribute {qualname!r}; "
+                "name a function that registers the program's pytree node types"
+            )
+        resolved = getattr(resolved, part)
+    if not callable(resolved) or (callable(registration) and resolved is not registration):
+        raise ValueError(
+            f"pytree registration {name!r} does not resolve to the function given (or to a callable): "
+            "pass a module-level function, or its 'package.module:function' name"
+        )
+    return name
+
+
 def _tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -181,6 +274,7 @@ def coverage_report(
     require_full_compilation: bool = False,
     timeout_s: float = 600,
     import_modules: Sequence[str] = (),
+    pytree_registrations: Sequence[str | Callable[[], Any]] = (),
 ) -> CoverageReport:
     """Run Torch-TensorRT's dry run on ``exported_program`` in a subprocess and report its partition.
 
@@ -189,7 +283,10 @@ def coverage_report(
     (``torch.ops.aten.relu.default``) or their names (``"torch.ops.aten.relu.default"``); names in
     any other form are ignored by Torch-TensorRT, so a warning lists those that matched no node.
     ``import_modules`` are imported by the worker before loading the program, for custom ops
-    (torchvision's are detected automatically).
+    (torchvision's are detected automatically). ``pytree_registrations`` are functions the worker
+    calls before loading the program, to register the custom pytree classes of its inputs and
+    outputs there too: module-level functions, or their names as ``"package.module:function"``
+    (e.g. ``casebook.models.stand_ins.register_pytree_nodes``).
 
     Raises `TensorRTCompileError` if Torch-TensorRT itself raises (e.g. ``require_full_compilation``
     on a graph with an unsupported op), `TorchTensorRTNotInstalledError` if it is not installed, and
@@ -200,7 +297,15 @@ def coverage_report(
         "torch_executed_ops": torch_executed_ops,
         "require_full_compilation": require_full_compilation,
     }
-    (report,) = _reports(exported_program, example_inputs, [variant], timeout_s, import_modules, stacklevel=3)
+    (report,) = _reports(
+        exported_program,
+        example_inputs,
+        [variant],
+        timeout_s,
+        import_modules,
+        pytree_registrations,
+        stacklevel=3,
+    )
     return report
 
 
@@ -211,6 +316,7 @@ def coverage_reports(
     *,
     timeout_s: float = 600,
     import_modules: Sequence[str] = (),
+    pytree_registrations: Sequence[str | Callable[[], Any]] = (),
 ) -> list[CoverageReport]:
     """`coverage_report` for several settings at once, sharing one worker process.
 
@@ -220,7 +326,15 @@ def coverage_reports(
     ResNet about one, so comparing settings this way is much cheaper than one call per setting.
     If any variant makes Torch-TensorRT raise, `TensorRTCompileError` is raised for the first one.
     """
-    return _reports(exported_program, example_inputs, variants, timeout_s, import_modules, stacklevel=3)
+    return _reports(
+        exported_program,
+        example_inputs,
+        variants,
+        timeout_s,
+        import_modules,
+        pytree_registrations,
+        stacklevel=3,
+    )
 
 
 def _reports(
@@ -229,6 +343,7 @@ def _reports(
     variants: Sequence[Mapping[str, Any]],
     timeout_s: float,
     import_modules: Sequence[str],
+    pytree_registrations: Sequence[str | Callable[[], Any]],
     stacklevel: int,
 ) -> list[CoverageReport]:
     if importlib.util.find_spec("torch_tensorrt") is None:
@@ -244,6 +359,7 @@ def _reports(
     variants = [{**_DEFAULTS, **variant} for variant in variants]
     request = {
         "import_modules": _modules_for(exported_program, import_modules),
+        "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
         "variants": [
             {
                 "min_block_size": int(v["min_block_size"]),
@@ -258,7 +374,8 @@ def _reports(
     if not result["ok"]:
         raise CoverageAnalysisError(
             f"the dry run failed while in phase {result.get('phase')!r}: "
-            f"{result['error_type']}: {result['message']}",
+            f"{result['error_type']}: {result['message']}"
+            + _load_hint(result, exported_program, request["pytree_registrations"]),
             stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
             result=result,
         )
@@ -300,9 +417,34 @@ def _reports(
                 to_run_in_torch=tuple(run["to_run_in_torch"]),
                 stand_ins=tuple(result["stand_ins"]),
                 versions=result["versions"],
+                blocks=None
+                if run["blocks"] is None
+                else tuple(
+                    PartitionBlock(b["kind"], b["name"], b["op_count"], tuple(b["nodes"]))
+                    for b in run["blocks"]
+                ),
+                torch_node_names=tuple(run["torch_node_names"]),
             )
         )
     return reports
+
+
+def _load_hint(
+    result: Mapping[str, Any], program: torch.export.ExportedProgram, registrations: Sequence[str]
+) -> str:
+    """What to pass when the worker could not load the program for want of its custom pytree types."""
+    if result.get("phase") != "load":
+        return ""
+    missing = sorted(set(_custom_pytree_types(program)) - set(result.get("pytree_types", ())))
+    if not missing:
+        return ""
+    ran = f" The registrations it ran, {list(registrations)}, did not register them." if registrations else ""
+    return (
+        "\nThe program's inputs/outputs use pytree node types that this process registered but the "
+        f"dry-run worker, a fresh process, did not: {missing}.{ran} Pass the function that registers "
+        "them as coverage_report(..., pytree_registrations=['package.module:function']); for casebook's "
+        "Boxes and Instances that is 'casebook.models.stand_ins:register_pytree_nodes'."
+    )
 
 
 def _run_worker(
@@ -318,7 +460,7 @@ def _run_worker(
         torch.save(example_inputs, tmp_dir / "inputs.pt")
         (tmp_dir / "request.json").write_text(json.dumps(request))
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],

@@ -1,4 +1,4 @@
-"""case_studies.structures: the detectron2-like Boxes/Instances and their pytree registration."""
+"""casebook.models.stand_ins: the detectron2-like Boxes/Instances and their pytree registration."""
 
 import json
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from case_studies import structures
-from case_studies.structures import Boxes, Instances
+from casebook.models import stand_ins as structures
+from casebook.models.stand_ins import Boxes, Instances
 
 
 @pytest.fixture

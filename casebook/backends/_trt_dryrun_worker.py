@@ -1,8 +1,9 @@
-"""Subprocess entry point for `case_studies.backends.trt_coverage`: Torch-TensorRT dry runs.
+"""Subprocess entry point for `casebook.backends.trt_coverage`: Torch-TensorRT dry runs.
 
-Run as ``python -m case_studies.backends._trt_dryrun_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
+Run as ``python -m casebook.backends._trt_dryrun_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
 ``program.pt2`` (from `torch.export.save`), ``inputs.pt`` (the example inputs) and ``request.json``
-(one or more variants of the compile settings); the worker writes ``result.json`` there and exits 0
+(one or more variants of the compile settings, the modules to import and the pytree registrations to
+run before loading the program); the worker writes ``result.json`` there and exits 0
 even when a compile raised, so the parent can tell "torch_tensorrt refused this graph" (a run with
 ``ok: false, phase: compile``) from "the analysis could not run" (top-level ``ok: false``).
 
@@ -26,6 +27,7 @@ import importlib.machinery
 import importlib.util
 import io
 import json
+import operator
 import os
 import sys
 import traceback
@@ -243,6 +245,16 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
 
     for name in request.get("import_modules", []):
         importlib.import_module(name)  # registers custom ops the saved program refers to
+    state["phase"] = "pytree_registrations"
+    for target in request.get("pytree_registrations", []):
+        # The saved program's input/output specs name custom pytree node types (detectron2-style
+        # Instances, say) that torch.export.load can only rebuild once they are registered here too.
+        _import_callable(target)()
+    from torch.utils import _pytree as pytree
+
+    # Lets the parent name the types a failed load was missing, without reading the error's text.
+    state["pytree_types"] = sorted(pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE)
+    state["phase"] = "import"
 
     notes, trt_stand_in = _install_stand_ins()
     state["stand_ins"] = notes
@@ -291,22 +303,25 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     runs = []
     for variant in request["variants"]:
         captured.clear()
+        state["phase"] = "load"
         # compile() rewrites the program it is given, so every variant starts from the saved one.
         program = torch.export.load(str(request_dir / "program.pt2"))
         try:
-            runs.append(_dry_run(torch_tensorrt, program, inputs, variant, captured))
-        except Exception as exc:
+            partitioned, log = _dry_run(torch_tensorrt, program, inputs, variant)
+        except Exception as exc:  # Torch-TensorRT refused the graph: recorded, the next variant runs
             runs.append(_error("compile", exc))
+            continue
+        # Reading the result is this worker's job: a failure there is the analysis failing.
+        state["phase"] = "summarize"
+        runs.append(_summarize(partitioned, log, variant, captured))
     if trt_stand_in is not None:
         touched = ", ".join(sorted(set(trt_stand_in.__casebook_touched__)))
         notes.append(f"tensorrt names torch_tensorrt used through the stand-in: {touched}")
     return dict(state, ok=True, phase="done", runs=runs)
 
 
-def _dry_run(
-    torch_tensorrt: Any, program: Any, inputs: Any, variant: dict[str, Any], captured: dict[str, Any]
-) -> dict[str, Any]:
-    torch_executed_ops = set(variant["torch_executed_ops"])
+def _dry_run(torch_tensorrt: Any, program: Any, inputs: Any, variant: dict[str, Any]) -> tuple[Any, str]:
+    """``torch_tensorrt.dynamo.compile(..., dryrun=True)``: the partitioned module and what it printed."""
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
         partitioned = torch_tensorrt.dynamo.compile(
@@ -314,13 +329,20 @@ def _dry_run(
             list(inputs),
             dryrun=True,
             min_block_size=variant["min_block_size"],
-            torch_executed_ops=torch_executed_ops,
+            torch_executed_ops=set(variant["torch_executed_ops"]),
             require_full_compilation=variant["require_full_compilation"],
             # Nothing is built in a dry run, so the weights need not go to the GPU (and
             # torch.cuda.mem_get_info, which the default path calls, needs one).
             offload_module_to_cpu=True,
         )
+    return partitioned, log.getvalue()
 
+
+def _summarize(
+    partitioned: Any, log: str, variant: dict[str, Any], captured: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's result for the parent, from the tracker and the support counts captured during it."""
+    torch_executed_ops = set(variant["torch_executed_ops"])
     supported, total, per_op_supported, per_op_unsupported = captured["support"]
     tracker = captured.get("tracker")
     result = dict(
@@ -339,15 +361,18 @@ def _dry_run(
             unsupported_ops=per_op_unsupported,
             to_run_in_torch=[],
             trt_blocks=[],
+            blocks=None,
+            torch_node_names=[],
             trt_engine_count=0,
             torch_block_count=None,
             text=(
                 f"No Dry-Run summary: {supported} of {total} operators are supported, so "
-                "torch_tensorrt returned the graph unchanged.\n" + log.getvalue()
+                "torch_tensorrt returned the graph unchanged.\n" + log
             ).strip(),
         )
         return result
     fallback_blocks = [name for name, _ in partitioned.named_children() if name.startswith("_run_on_gpu")]
+    blocks = _partition_blocks(partitioned, tracker)
     result.update(
         total_ops=tracker.total_ops_in_graph,
         supported_ops=tracker.supported_ops_in_graph,
@@ -360,9 +385,66 @@ def _dry_run(
         # The fast partitioner wraps each fallback block in a _run_on_gpu_N submodule; the global one
         # (its fallback when the fast one fails) leaves fallback nodes inline: no count to report.
         torch_block_count=len(fallback_blocks) if tracker.compilation_settings.use_fast_partitioner else None,
+        blocks=blocks,
+        torch_node_names=(
+            [name for block in blocks for name in block["nodes"]]
+            if blocks is not None
+            else _torch_node_names(partitioned)  # the global partitioner leaves them inline
+        ),
         text=captured["text"],
     )
     return result
+
+
+def _import_callable(target: str) -> Any:
+    """The function named by ``"package.module:function"`` (the parent checked that it resolves)."""
+    module_name, _, qualname = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _partition_blocks(partitioned: Any, tracker: Any) -> list[dict[str, Any]] | None:
+    """The TensorRT and Torch blocks of the fast partitioner's result, in graph order.
+
+    The fast partitioner puts each block in a submodule, ``_run_on_acc_N`` (TensorRT) or
+    ``_run_on_gpu_N`` (Torch), called from the top-level graph in execution order. A TensorRT block's
+    op count is Torch-TensorRT's own (from the tracker); a Torch block lists its nodes as the dry
+    run's summary does (``call_function``/``call_method``, ``getitem`` excluded). None for the global
+    partitioner, which leaves Torch nodes inline, so it has no Torch blocks to put in order.
+    """
+    if not tracker.compilation_settings.use_fast_partitioner:
+        return None
+    engine_ops = {s.subgraph_name: s.subgraph_op_count for s in tracker.per_subgraph_data}
+    blocks = []
+    for node in partitioned.graph.nodes:
+        if node.op != "call_module":
+            continue
+        if node.target.startswith("_run_on_acc"):
+            blocks.append(
+                {"kind": "tensorrt", "name": node.target, "op_count": engine_ops[node.target], "nodes": []}
+            )
+        elif node.target.startswith("_run_on_gpu"):
+            nodes = _torch_node_names(getattr(partitioned, node.target))
+            blocks.append({"kind": "torch", "name": node.target, "op_count": len(nodes), "nodes": nodes})
+        else:
+            raise ValueError(
+                f"the partitioned graph calls submodule {node.target!r}, neither _run_on_acc_N nor "
+                "_run_on_gpu_N: Torch-TensorRT's partitioner names its blocks differently now; update "
+                "casebook.backends._trt_dryrun_worker._partition_blocks"
+            )
+    return blocks
+
+
+def _torch_node_names(graph_module: Any) -> list[str]:
+    """Names of the nodes left to Torch in ``graph_module``, chosen as Torch-TensorRT's
+    ``parse_non_trt_nodes`` chooses them for the dry run's node list."""
+    return [
+        node.name
+        for node in graph_module.graph.nodes
+        if node.op in ("call_function", "call_method") and node.target is not operator.getitem
+    ]
 
 
 def _error(phase: str, exc: BaseException) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Every notebook that compiles a model goes through here so that three promises ho
   CUDA GPU and ``torch_tensorrt`` are present and AOTInductor otherwise;
 * the compiled program is checked against eager ``ep.module()`` on the same inputs before anyone
   looks at a speed-up (a failed check raises, it never passes silently);
-* compiled artifacts are cached on disk (see :mod:`case_studies.backends.cache`), so rebuilding the
+* compiled artifacts are cached on disk (see :mod:`casebook.backends.cache`), so rebuilding the
   book does not recompile unchanged models.
 """
 
@@ -24,14 +24,14 @@ from typing import Any
 
 import torch
 
-from ..parity import ParityResult, assert_parity
+from ..checks import ParityResult, assert_parity
+from ..env import REPO_ROOT
+from ..inputs import as_args, first_device
 from .cache import (
-    _REPO_ROOT,
     artifact_path,
     atomic_output,
     cache_key,
     default_cache_dir,
-    first_device,
     read_metadata,
     write_metadata,
 )
@@ -141,7 +141,7 @@ def lower(
             ``inductor_configs={...}`` for AOTInductor. With "auto", settings meant for the backend
             that was not chosen are ignored (and the reason says so).
     """
-    args = _as_args(example_inputs)
+    args = as_args(example_inputs)
     _reject_removed_settings(settings)
     device = first_device(args)
     chosen, reason = choose_backend(backend, device)
@@ -151,7 +151,7 @@ def lower(
     lowered = _LOWERINGS[chosen](exported_program, args, own_settings, Path(cache_dir or default_cache_dir()))
     lowered.reason = reason
     if check_parity and chosen != "eager":
-        input_sets = [args, *(_as_args(p) for p in parity_inputs or ())]
+        input_sets = [args, *(as_args(p) for p in parity_inputs or ())]
         tolerances = _tolerance_table(chosen, own_settings, rtol, atol)
         lowered.parity = assert_parity(exported_program.module(), lowered, input_sets, tolerances=tolerances)
         print(f"[lower] parity: {lowered.parity}", flush=True)
@@ -417,10 +417,6 @@ def _with_example_inputs(ep: torch.export.ExportedProgram, args: tuple) -> torch
     return ep
 
 
-def _as_args(inputs: Sequence[Any] | torch.Tensor) -> tuple[Any, ...]:
-    return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
-
-
 def _escape_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -431,6 +427,6 @@ def _torch_minor() -> str:
 
 def _display_path(path: Path) -> str:
     try:
-        return str(path.resolve().relative_to(_REPO_ROOT))
+        return str(path.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(path)

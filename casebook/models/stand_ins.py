@@ -8,9 +8,9 @@ failure and fixes it.
 The two classes below mirror the interface of `detectron2.structures.Boxes` and
 `detectron2.structures.Instances` (fields set through the constructor, `set`/`get`/`has`,
 `len()`, indexing, `Boxes.area()`), so that the failure and its fixes are the ones a detectron2
-user meets. They exist because detectron2 is not installed in the book's environment yet; once it
-is, the notebook will use detectron2's own classes, and everything in this module except the two
-class definitions applies to them unchanged.
+user meets. The pytree chapter uses them, rather than detectron2's own, so that the lesson is a
+class the reader can read in full (about sixty lines); the detectron2 case study registers and
+exports detectron2's real classes with the same helper (:mod:`casebook.pytree_nodes`).
 
 One deliberate difference: detectron2's `Instances.set` checks lengths with Python's `len()`,
 which must return a plain `int`. When the number of detections depends on the data (a score
@@ -30,8 +30,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 from torch.utils._pytree import GetAttrKey
+
+from casebook.pytree_nodes import is_registered, register_node, unregister_nodes
 
 __all__ = [
     "Boxes",
@@ -162,8 +163,8 @@ class Instances:
 # Pytree registration: how to take each class apart into tensors and put it back together.
 # ---------------------------------------------------------------------------------------------
 
-BOXES_SERIALIZED_NAME = "case_studies.structures.Boxes"
-INSTANCES_SERIALIZED_NAME = "case_studies.structures.Instances"
+BOXES_SERIALIZED_NAME = "casebook.models.stand_ins.Boxes"
+INSTANCES_SERIALIZED_NAME = "casebook.models.stand_ins.Instances"
 
 
 def boxes_flatten(boxes: Boxes) -> tuple[list[torch.Tensor], None]:
@@ -215,57 +216,27 @@ def instances_context_from_json(data: dict):
     return tuple(data["image_size"]), tuple(data["fields"])
 
 
-def is_registered(cls: type) -> bool:
-    """Whether `cls` is currently a pytree node type."""
-    return cls in pytree.SUPPORTED_NODES
-
-
 def register_pytree_nodes() -> None:
-    """Register `Boxes` and `Instances` as pytree nodes that `torch.export` can export and save.
-
-    Idempotent: a class that is already registered is left as it is.
-    """
-    if not is_registered(Boxes):
-        pytree.register_pytree_node(
-            Boxes,
-            boxes_flatten,
-            boxes_unflatten,
-            serialized_type_name=BOXES_SERIALIZED_NAME,
-            flatten_with_keys_fn=boxes_flatten_with_keys,
-        )
-    if not is_registered(Instances):
-        pytree.register_pytree_node(
-            Instances,
-            instances_flatten,
-            instances_unflatten,
-            serialized_type_name=INSTANCES_SERIALIZED_NAME,
-            to_dumpable_context=instances_context_to_json,
-            from_dumpable_context=instances_context_from_json,
-            flatten_with_keys_fn=instances_flatten_with_keys,
-        )
+    """Register `Boxes` and `Instances` as pytree nodes that `torch.export` can export and save (idempotent)."""
+    register_node(
+        Boxes,
+        boxes_flatten,
+        boxes_unflatten,
+        serialized_type_name=BOXES_SERIALIZED_NAME,
+        flatten_with_keys=boxes_flatten_with_keys,
+    )
+    register_node(
+        Instances,
+        instances_flatten,
+        instances_unflatten,
+        serialized_type_name=INSTANCES_SERIALIZED_NAME,
+        flatten_with_keys=instances_flatten_with_keys,
+        context_to_json=instances_context_to_json,
+        context_from_json=instances_context_from_json,
+    )
 
 
 def unregister_pytree_nodes(*classes: type) -> None:
-    """Undo the pytree registration of `classes` (default: `Boxes` and `Instances`).
-
-    For demonstrations only: it relies on the private `torch.utils._pytree._deregister_pytree_node`,
-    which removes the Python pytree registration. Classes that are not registered are skipped. It
-    also empties the cache of `pytree.treespec_loads`, which would otherwise keep handing out
-    TreeSpecs that refer to the unregistered classes (so `torch.export.load` would still succeed).
-    """
-    for cls in classes or (Boxes, Instances):
-        if not is_registered(cls):
-            continue
-        if getattr(pytree, "_cxx_pytree_imported", False):
-            raise RuntimeError(
-                f"cannot unregister {cls.__name__}: the C++ pytree (optree) registry is loaded and "
-                "has no way to remove a registration"
-            )
-        # Classes registered without a serialized_type_name share one placeholder name, which
-        # _deregister_pytree_node deletes with the first of them; restore it for the others.
-        name = pytree.SUPPORTED_SERIALIZED_TYPES[cls].serialized_type_name
-        pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.setdefault(name, cls)
-        pytree._deregister_pytree_node(cls)
-        pending = getattr(pytree, "_cxx_pytree_pending_imports", [])
-        pending[:] = [entry for entry in pending if entry[0][0] is not cls]
-    pytree.treespec_loads.cache_clear()
+    """Undo :func:`register_pytree_nodes` for `classes` (default: `Boxes` and `Instances`); see
+    :func:`casebook.pytree_nodes.unregister_nodes`."""
+    unregister_nodes(*(classes or (Boxes, Instances)))

@@ -1,9 +1,10 @@
 """On-disk cache of compiled artifacts, so rebuilding the book does not recompile unchanged models.
 
 An artifact is keyed by everything that can change what the compiler produces: the program's code
-and signature, the bytes of its weights and constants, the example inputs' shapes/dtypes/devices,
-the backend, its settings, and the versions of the compilers and the hardware they target. Anything
-left out of the key would let a stale artifact be served silently, so when in doubt it goes in.
+and signature, the bytes of its weights and constants, the fake (shape) kernels registered for the
+custom operators it calls, the example inputs' shapes/dtypes/devices, the backend, its settings, and
+the versions of the compilers and the hardware they target. Anything left out of the key would let a
+stale artifact be served silently, so when in doubt it goes in.
 
 The cache lives in ``<repo>/.artifacts/compiled`` (git-ignored). Set ``CASEBOOK_ARTIFACT_DIR`` to
 move the artifact root elsewhere; compiled artifacts then go to ``$CASEBOOK_ARTIFACT_DIR/compiled``.
@@ -14,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import inspect
 import io
 import json
+import marshal
 import os
 import platform
 import uuid
@@ -26,14 +29,16 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from ..env import REPO_ROOT
+from ..inputs import first_device
+
 ARTIFACT_DIR_ENV = "CASEBOOK_ARTIFACT_DIR"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_cache_dir() -> Path:
     """Where compiled artifacts go unless the caller says otherwise."""
     root = os.environ.get(ARTIFACT_DIR_ENV)
-    base = Path(root).expanduser() if root else _REPO_ROOT / ".artifacts"
+    base = Path(root).expanduser() if root else REPO_ROOT / ".artifacts"
     return base / "compiled"
 
 
@@ -46,6 +51,7 @@ def cache_key(
     """Return the sha256 hex digest identifying one (program, inputs, backend, settings) compile."""
     h = hashlib.sha256()
     _update_program(h, exported_program)
+    _update_text(h, "fake_kernels", stable_repr(custom_fake_kernels(exported_program)))
     _update_text(h, "inputs", input_signature(example_inputs))
     _update_text(h, "backend", backend)
     _update_text(h, "settings", stable_repr(dict(settings or {})))
@@ -121,12 +127,77 @@ def toolchain_versions(backend: str, example_inputs: Sequence[Any] = ()) -> dict
     return versions
 
 
-def first_device(example_inputs: Sequence[Any]) -> torch.device:
-    """Device of the first tensor among the inputs (CPU if there is none)."""
-    for leaf in pytree.tree_leaves(example_inputs):
-        if isinstance(leaf, torch.Tensor):
-            return leaf.device
-    return torch.device("cpu")
+# Op namespaces whose fake kernels ship with torch itself, so torch's version (in the key) pins them.
+_TORCH_OP_NAMESPACES = frozenset({"aten", "prims"})
+
+
+def custom_fake_kernels(exported_program: torch.export.ExportedProgram) -> dict[str, str]:
+    """For each custom operator the program calls, the fake kernel registered for it right now.
+
+    Compilers trace the program again (AOTInductor, Torch-TensorRT), and for a custom operator the
+    shapes they see come from its fake kernel: the one its library registered, or an override such
+    as `casebook.patches.torchvision.nms_fake`. A different fake kernel can compile to a different
+    artifact (another runtime assertion on an output size, for one), so the key names the kernel in
+    force: ``"module.qualname sha256:<source hash>"``, or ``"none registered"``.
+    """
+    kernels = {}
+    for module in exported_program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            target = node.target
+            if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+                continue
+            if target.namespace in _TORCH_OP_NAMESPACES:
+                continue
+            # FakeTensor looks the kernel up under OpOverload.name() ("torchvision::nms"); get(),
+            # unlike find(), does not create an empty entry as a side effect.
+            entry = torch._library.simple_registry.singleton.get(target.name())
+            kernel = entry.fake_impl.kernel if entry is not None else None
+            kernels[target.name()] = "none registered" if kernel is None else _identify_fake(kernel.func)
+    return kernels
+
+
+def _identify_fake(func: Any) -> str:
+    """``"module.qualname sha256:<hash of its source>"`` of the function behind a registered fake kernel."""
+    function = _unwrap_fake(func)
+    name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', type(function).__qualname__)}"
+    if name.startswith("torch.library."):
+        raise RuntimeError(
+            f"cannot identify the fake kernel behind {name}: torch.library wraps it in a way "
+            "casebook.backends.cache._unwrap_fake does not know, so the cache key would not tell two "
+            "fake kernels apart. Teach _unwrap_fake to reach the function this torch version wraps."
+        )
+    return f"{name} sha256:{hashlib.sha256(_source_bytes(function)).hexdigest()}"
+
+
+def _unwrap_fake(func: Any) -> Any:
+    """The user's fake function, without the wrappers torch.library puts around it."""
+    func = inspect.unwrap(func)
+    # register_fake wraps a fake registered from outside torchvision in
+    # torch.library._check_pystubs_once's ``inner`` (no functools.wraps): the fake is its ``func`` cell.
+    code = getattr(func, "__code__", None)
+    if (
+        getattr(func, "__module__", None) == "torch.library"
+        and code is not None
+        and "func" in code.co_freevars
+    ):
+        return _unwrap_fake(func.__closure__[code.co_freevars.index("func")].cell_contents)
+    return func
+
+
+def _source_bytes(function: Any) -> bytes:
+    """The function's source; its bytecode where no source file exists (e.g. built with exec)."""
+    try:
+        return inspect.getsource(function).encode()
+    except (OSError, TypeError):
+        code = getattr(function, "__code__", None)
+        if code is None:
+            raise TypeError(
+                f"cannot hash fake kernel {function!r}: it has neither Python source nor bytecode. "
+                "Register a plain Python function with torch.library.register_fake."
+            ) from None
+        return marshal.dumps(code)
 
 
 def stable_repr(obj: Any) -> str:

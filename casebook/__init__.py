@@ -1,0 +1,11 @@
+"""The PT2E Casebook's helper package: everything the pages import that is not the lesson itself.
+
+- `checks`: parity with eager, and expected errors (the build breaks when an error stops happening).
+- `introspect`: read-only views of an ExportedProgram (runtime asserts, input shapes, signature, writes).
+- `logs`: what PyTorch logs while a block runs (symbolic shapes, graph breaks), captured.
+- `inputs`, `env`, `figures`, `benchmark`: input plumbing, versions, diagrams, timing.
+- `pytree_nodes`: registering classes as pytree nodes.
+- `backends/`: lowering with parity and caching; all TensorRT code (dry-run coverage, partition, source).
+- `patches/`: one patch mechanism and the torchvision and detectron2 patch sets.
+- `models/`: model code written for the book (deformable DETR, MViT for small clips, stand-ins, images).
+"""
