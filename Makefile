@@ -25,12 +25,12 @@ TRT_PIP_FLAGS_analysis := --no-deps
 # "upstream" builds facebookresearch/detectron2 from GitHub (needs network access to GitHub).
 DETECTRON2 ?= sal
 INSTALLED := $(VENV)/.installed-$(TENSORRT)-detectron2-$(DETECTRON2)
-HELPER_SOURCES := $(shell find case_studies -name '*.py' 2>/dev/null)
 
-.PHONY: build book test unit site-check serve lint clean install
+.PHONY: build book test unit site-check serve lint format clean install
 
-build: install $(BUILD_DIR)/.helpers-stamp
+build: install
 	@if [ "$${CI:-}" = "true" ]; then echo "CI=true: executing every notebook afresh"; rm -rf $(JUPYTER_CACHE); fi
+	$(BIN)/python scripts/stale_pages.py
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory book; \
 	echo "book built in $$(( $$(date +%s) - start )) s: $(BUILD_DIR)/html/index.html"
@@ -56,27 +56,29 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) scripts/install_d
 	rm -rf $(JUPYTER_CACHE)
 	touch $@
 
-# Notebooks import case_studies; when it changes, cached outputs may no longer be what it computes.
-$(BUILD_DIR)/.helpers-stamp: $(HELPER_SOURCES)
-	rm -rf $(JUPYTER_CACHE)
-	mkdir -p $(BUILD_DIR)
-	touch $@
-
 unit: install
 	$(BIN)/python -m pytest tests --ignore=tests/site
 
 site-check: install
 	$(BIN)/python -m pytest tests/site
 
-test: unit build site-check
+test: lint unit build site-check
 
 serve: build
 	@echo "Serving $(BUILD_DIR)/html at http://localhost:$(PORT)"
 	$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory $(BUILD_DIR)/html
 
+# ruff on the package, the tests and the scripts, and on the code cells of every page.
 lint: install
-	$(BIN)/ruff check case_studies tests
-	$(BIN)/ruff format --check case_studies tests
+	$(BIN)/ruff check casebook tests scripts
+	$(BIN)/ruff format --check casebook tests scripts
+	BIN=$(BIN) bash scripts/lint_pages.sh
+
+# Apply ruff's fixes and formatting everywhere `make lint` looks; review the diff afterwards.
+format: install
+	$(BIN)/ruff check --fix-only casebook tests scripts
+	$(BIN)/ruff format casebook tests scripts
+	BIN=$(BIN) bash scripts/lint_pages.sh --fix
 
 clean:
 	rm -rf $(BUILD_DIR) .artifacts .pytest_cache .ruff_cache
