@@ -1,0 +1,72 @@
+"""Every failure page and case study follows the house skeleton, with one convention for its marks.
+
+The skeleton: reproduce the failure, read the error, fix it, prove the fix, then what to take away.
+The marks: a heading for an attempt that does not work starts with ✗ (the page still runs it and
+asserts how it fails); a heading for a fix that works starts with ✓. One mark per heading.
+"""
+
+import re
+
+import pytest
+
+from booklayout import page_source, toc_pages
+
+# Tours show how something works; they reproduce no failure.
+TOURS = {"notebooks/export_ir_tour", "notebooks/exported_program_to_engine"}
+SKELETON_PAGES = [
+    page for page in toc_pages() if page.startswith(("notebooks/", "case_studies/")) and page not in TOURS
+]
+MARKS = ("✓", "✗")
+# Headings outside code cells: lines starting with #'s, skipping fenced blocks (code cells hold comments).
+_FENCE = re.compile(r"^(`{3,}|~{3,})")
+
+
+def headings(page: str) -> list[tuple[int, str]]:
+    """(level, text) of every Markdown heading of the page, in order."""
+    found, fence = [], None
+    for line in page_source(page).read_text(encoding="utf-8").splitlines():
+        opening = _FENCE.match(line)
+        if opening and (fence is None or line.startswith(fence)):
+            fence = None if fence else opening.group(1)
+            continue
+        if fence is None and (match := re.match(r"^(#{1,6}) (.*)$", line)):
+            found.append((len(match.group(1)), match.group(2).strip()))
+    return found
+
+
+def first_index(titles: list[str], predicate) -> int | None:
+    return next((i for i, title in enumerate(titles) if predicate(title)), None)
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if p.startswith(("notebooks/", "case_studies/"))])
+def test_marks_lead_the_heading_one_per_heading(page):
+    for _, title in headings(page):
+        count = sum(title.count(mark) for mark in MARKS)
+        if count:
+            assert count == 1 and title.startswith(MARKS), (
+                f"{page}: heading {title!r}: put one mark first, '✓ ...' for a fix that works or "
+                "'✗ ...' for a dead end"
+            )
+
+
+@pytest.mark.parametrize("page", SKELETON_PAGES)
+def test_page_follows_reproduce_read_fix_prove_takeaways(page):
+    titles = [title for _, title in headings(page)]
+    steps = {
+        "a 'Reproduce' heading": first_index(titles, lambda t: t.startswith("Reproduce")),
+        "a 'Read the error' heading": first_index(titles, lambda t: t.startswith("Read the error")),
+        "a '✓ ...' fix heading": first_index(titles, lambda t: t.startswith("✓")),
+        "a 'Prove' heading": first_index(titles, lambda t: t.startswith("Prove")),
+    }
+    missing = [step for step, index in steps.items() if index is None]
+    assert not missing, f"{page} lacks {', '.join(missing)}"
+    order = list(steps.values())
+    assert order == sorted(order), f"{page}: the skeleton's steps are out of order: {steps}"
+    level_two = [title for level, title in headings(page) if level == 2]
+    assert level_two[-1] == "What to take away", f"{page} must end with '## What to take away'"
+
+
+def test_tours_end_with_takeaways_too():
+    for page in TOURS:
+        level_two = [title for level, title in headings(page) if level == 2]
+        assert level_two[-1] == "What to take away", page
