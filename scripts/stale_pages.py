@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import json
 import re
@@ -48,7 +49,8 @@ def _imported_modules(tree: ast.AST, current: str | None = None) -> set[str]:
             if node.level and current is not None:
                 parts = current.split(".")
                 # `current` is a module; for a package __init__ the module name is the package.
-                is_package = module_path(current) is not None and module_path(current).name == "__init__.py"
+                source = module_path(current)
+                is_package = source is not None and source.name == "__init__.py"
                 anchor = parts if is_package else parts[:-1]
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([node.module] if node.module else []))
@@ -68,6 +70,13 @@ def _imported_modules(tree: ast.AST, current: str | None = None) -> set[str]:
     return {m for m in modules if module_path(m) is not None}
 
 
+@functools.cache
+def _module_imports(name: str) -> frozenset[str]:
+    """The package modules that module `name` imports directly (parsed once per run, not per page)."""
+    source = module_path(name)
+    return frozenset(_imported_modules(ast.parse(source.read_text(), filename=str(source)), name))
+
+
 def closure(modules: set[str]) -> set[str]:
     """`modules` and every package module they import, transitively."""
     seen: set[str] = set()
@@ -77,8 +86,7 @@ def closure(modules: set[str]) -> set[str]:
         if name in seen:
             continue
         seen.add(name)
-        tree = ast.parse(module_path(name).read_text(), filename=str(module_path(name)))
-        todo.extend(_imported_modules(tree, name) - seen)
+        todo.extend(_module_imports(name) - seen)
     return seen
 
 
