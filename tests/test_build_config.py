@@ -53,6 +53,7 @@ def _build_fixture_book(repo_root, tmp_path, cells: str) -> subprocess.Completed
     (book / "book").mkdir(parents=True)
     shutil.copy(repo_root / "_config.yml", book / "_config.yml")
     shutil.copy(repo_root / "book" / "references.bib", book / "book" / "references.bib")
+    shutil.copytree(repo_root / "_static", book / "_static")  # the favicon and the book's CSS
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     (book / "page.md").write_text(NOTEBOOK_HEADER + cells)
     return subprocess.run(
