@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
+from IPython.display import display
 
+from casebook.display import ExpectedError
 from casebook.inputs import as_args
 
 # --------------------------------------------------------------------------------------------------
@@ -303,11 +305,14 @@ def expect_error(
     if other_stderr:
         sys.stderr.write(other_stderr + "\n")
     if show:
-        print(f"✗ raised as expected: {_qualified_name(type(caught.exception))}\n")
-        print(caught.summary(max_lines))
+        body = [caught.summary(max_lines)]
         if caught.partial_graph and graph_lines:
             traced = [line for line in caught.partial_graph.strip().splitlines() if line.strip()]
-            print("\nGraph traced before the failure (export prints it to stderr), last lines:")
+            body.append("\nGraph traced before the failure (export prints it to stderr), last lines:")
             if len(traced) > graph_lines:
-                print(f"    ... ({len(traced) - graph_lines} earlier lines in .partial_graph)")
-            print("\n".join(traced[-graph_lines:]))
+                body.append(f"    ... ({len(traced) - graph_lines} earlier lines in .partial_graph)")
+            body.append("\n".join(traced[-graph_lines:]))
+        sys.stdout.flush()  # keep the cell's earlier prints above the error block
+        display(
+            ExpectedError(f"✗ raised as expected: {_qualified_name(type(caught.exception))}", "\n".join(body))
+        )

@@ -125,6 +125,22 @@ def shape_log(level: int = logging.INFO):
     return capture_log(SHAPE_LOGGER, level)
 
 
+@contextmanager
+def guards_added() -> Iterator[list[str]]:
+    """The guards export adds inside the block, one line each ("eval Eq(s0, 320) [guard added] at
+    file:line in function (...)"), as `TORCH_LOGS="+dynamic"` would print them, but printed nowhere.
+
+    The list is filled when the block ends, also when it raises (an export that fails still added
+    guards before failing).
+    """
+    guards: list[str] = []
+    try:
+        with shape_log(logging.INFO) as log:
+            yield guards
+    finally:
+        guards.extend(log.matching("[guard added]"))
+
+
 # --------------------------------------------------------------------------------------------------
 # Graph breaks
 # --------------------------------------------------------------------------------------------------

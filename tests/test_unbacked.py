@@ -64,3 +64,19 @@ def test_random_detections_are_valid_reproducible_boxes():
     assert set(labels.tolist()) <= {0, 1, 2, 3}
     again = random_detections(50, num_classes=4, score_range=(0.2, 0.3), seed=7)
     assert all(torch.equal(a, b) for a, b in zip((boxes, scores, labels), again, strict=True))
+
+
+def test_guards_added_collects_guard_lines_and_prints_nothing(capsys):
+    import torch
+
+    from casebook.logs import guards_added
+
+    class Reshape(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(-1) if x.shape[0] > 3 else x
+
+    with guards_added() as guards:
+        torch.export.export(Reshape(), (torch.randn(8, 2),), dynamic_shapes=({0: torch.export.Dim.AUTO},))
+    assert any("[guard added]" in line and "s" in line for line in guards), guards
+    assert not any("for more info run with" in line for line in guards)
+    assert "[guard added]" not in capsys.readouterr().err
