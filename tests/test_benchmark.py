@@ -1,4 +1,5 @@
-"""benchmark()/compare(): run counts, statistics (with a fake clock), table and plot."""
+"""benchmark()/compare(): run counts, interleaved rounds and per-round speed-ups (with a fake clock),
+verdicts and headlines, table and plot, and the errors for bad input."""
 
 import matplotlib
 
@@ -9,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import casebook.benchmark as bench  # noqa: E402
-from casebook.benchmark import Timing, benchmark, compare  # noqa: E402
+from casebook.benchmark import FASTER, SLOWER, UNCLEAR, Comparison, Timing, benchmark, compare  # noqa: E402
 
 
 def test_fewer_than_twenty_runs_is_refused():
@@ -58,13 +59,23 @@ def comparison():
 
 
 def test_compare_reports_speedup_against_eager(comparison):
-    assert comparison.baseline == "eager"
+    assert comparison.baseline == "eager" and comparison.rounds == 20
     assert comparison.speedup("eager") == pytest.approx(1.0)
     table = comparison.table()
     assert list(table.index) == ["slow", "eager"]
-    assert {"median_ms", "p90_ms", "runs", "speedup_vs_eager"} <= set(table.columns)
-    assert (table["runs"] == 20).all()
-    assert "speed-up vs `eager`" in comparison._repr_markdown_()
+    assert {
+        "median_ms",
+        "p90_ms",
+        "runs",
+        "speedup_vs_eager",
+        "speedup_p10",
+        "speedup_p90",
+        "verdict",
+    } <= set(table.columns)
+    assert (table["runs"] == 20).all() and table.loc["eager", "verdict"] == "baseline"
+    markdown = comparison._repr_markdown_()
+    assert "speed-up vs `eager` (p10–p90)" in markdown and "20 interleaved rounds" in markdown
+    assert len(markdown.splitlines()) <= 7  # a short table, no log wall
 
 
 def test_compare_plot_has_labelled_axes_and_device(comparison):
@@ -72,10 +83,112 @@ def test_compare_plot_has_labelled_axes_and_device(comparison):
     ax = fig.axes[0]
     assert "ms" in ax.get_ylabel() and ax.get_xlabel()
     assert "matmul chain" in ax.get_title() and "CPU" in ax.get_title()
-    assert any(text.get_text().startswith("×") for text in ax.texts)
+    assert any(text.get_text().startswith("×") and "–" in text.get_text() for text in ax.texts)
+    assert any(text.get_text() == "baseline" for text in ax.texts)
     matplotlib.pyplot.close(fig)
 
 
 def test_compare_rejects_unknown_baseline():
     with pytest.raises(ValueError, match="baseline"):
         compare({"a": lambda x: x}, (torch.ones(1),), baseline="eager")
+
+
+def fake_clock(monkeypatch, load=lambda now_ms: 1.0):
+    """A clock that only moves when a fake candidate "runs"; ``load(now_ms)`` scales its duration."""
+    now_ms = [0.0]
+    monkeypatch.setattr(bench, "_clock", lambda: now_ms[0] / 1e3)
+
+    def candidate(duration_ms, calls=None, name=None):
+        def run(x):
+            if calls is not None:
+                calls.append(name)
+            now_ms[0] += duration_ms * load(now_ms[0])
+
+        return run
+
+    return candidate
+
+
+def test_compare_warms_up_then_rotates_the_order_every_round(monkeypatch):
+    calls = []
+    candidate = fake_clock(monkeypatch)
+    fns = {name: candidate(1.0, calls, name) for name in "abc"}
+    compare(fns, (torch.ones(1),), warmup=2, runs=20)
+    assert calls[:6] == ["a", "a", "b", "b", "c", "c"]
+    rounds = [calls[6 + 3 * i : 9 + 3 * i] for i in range(20)]
+    assert rounds[:4] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+
+
+def test_a_burst_of_load_hits_every_candidate_alike(monkeypatch):
+    # Other jobs make every call 4x slower for the first 600 ms. Timed one after the other, eager
+    # would take all of it; interleaved, each round is either all-busy or all-quiet.
+    candidate = fake_clock(monkeypatch, load=lambda now_ms: 4.0 if now_ms < 600 else 1.0)
+    result = compare({"eager": candidate(10.0), "aoti": candidate(5.0)}, (torch.ones(1),), warmup=0, runs=20)
+    assert result.speedup("aoti") == pytest.approx(2.0)
+    assert result.speedup_interval("aoti").low == pytest.approx(2.0)
+    assert result.verdict("aoti") == FASTER
+    assert result.busy == ["eager", "aoti"]  # 10 of 20 rounds at 4x: eager's median 25 ms, minimum 10 ms
+    headline = result.headline("aoti")
+    assert headline.startswith("aoti is faster than eager: ×2.00 per round")
+    assert "busy" in headline and "unreliable" in headline
+    assert "busy" in result._repr_markdown_() and "busy" in str(result)
+
+
+def timings(eager_ms, other_ms):
+    return Comparison(
+        timings={"eager": Timing("eager", tuple(eager_ms)), "other": Timing("other", tuple(other_ms))},
+        baseline="eager",
+        device_info="CPU test",
+    )
+
+
+def test_speedup_is_the_median_per_round_ratio_with_its_spread():
+    result = timings([10.0] * 20, [10.0 / r for r in np.linspace(1.1, 3.0, 20)])
+    interval = result.speedup_interval("other")
+    assert result.ratios("other") == pytest.approx(tuple(np.linspace(1.1, 3.0, 20)))
+    assert interval.median == pytest.approx(np.median(np.linspace(1.1, 3.0, 20)))
+    assert (interval.low, interval.high) == pytest.approx(
+        tuple(np.percentile(np.linspace(1.1, 3.0, 20), [10, 90]))
+    )
+    assert interval.rounds == 20 and str(interval).startswith("×2.05 (")
+
+
+@pytest.mark.parametrize(
+    ("ratios", "verdict", "subject"),
+    [
+        (np.linspace(1.05, 1.5, 20), FASTER, "other is faster than eager"),
+        (np.linspace(0.5, 0.95, 20), SLOWER, "other is slower than eager"),
+        (np.linspace(0.8, 1.6, 20), UNCLEAR, "other and eager show no clear difference on this machine"),
+        ([0.5] * 3 + [1.5] * 17, UNCLEAR, "no clear difference"),  # a median > 1 is not enough
+    ],
+)
+def test_verdict_needs_the_whole_spread_on_one_side_of_one(ratios, verdict, subject):
+    result = timings([10.0] * 20, [10.0 / r for r in ratios])
+    assert result.verdict("other") == verdict
+    assert subject in result.headline("other") and "busy" not in result.headline("other")
+    assert result.table().loc["other", "verdict"] == verdict
+
+
+def test_a_quiet_machine_is_not_flagged_busy():
+    assert not timings([10.0] * 19 + [30.0], [5.0] * 20).busy
+    assert timings([10.0] * 9 + [16.0] * 11, [5.0] * 20).busy == ["eager"]
+
+
+def test_bad_input_is_refused_with_what_to_do():
+    x = (torch.ones(1),)
+    with pytest.raises(ValueError, match="at least one candidate"):
+        compare({}, x)
+    with pytest.raises(ValueError, match=r"\['output'\] are not callable: pass the model"):
+        compare({"eager": lambda a: a, "output": torch.ones(1)}, x)
+    with pytest.raises(ValueError, match="warmup=-1 must be >= 0"):
+        compare({"eager": lambda a: a}, x, warmup=-1)
+    with pytest.raises(ValueError, match="at least 20"):
+        compare({"eager": lambda a: a}, x, runs=5)
+    with pytest.raises(ValueError, match=r"one sample per round.*compare\(\)"):
+        timings([10.0] * 20, [5.0] * 19)
+    result = timings([10.0] * 20, [5.0] * 20)
+    with pytest.raises(ValueError, match=r"'aoti' is not one of the candidates \['eager', 'other'\]"):
+        result.speedup("aoti")
+    with pytest.raises(ValueError, match=r"'eager' is the baseline.*\['other'\]"):
+        result.headline("eager")
