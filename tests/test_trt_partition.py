@@ -18,6 +18,7 @@ from casebook.backends.trt_partition import (  # noqa: E402
     partition_segments,
     torch_nodes,
 )
+from casebook.figures import COLUMN_WIDTH_IN, MIN_FONT_PX, smallest_font_px  # noqa: E402
 
 STAND_IN = "stand-in (no GPU: engines were not built)"
 
@@ -121,6 +122,55 @@ def test_rows_and_figure():
     # A block with too many nodes to name is counted in its box and named, per block, in the note.
     assert "PyTorch\n4 nodes" in texts
     assert "PyTorch nodes across these blocks: exp | nms, index, index_1, mul" in texts
+
+
+DETECTOR_PARTITIONS = {  # the notebook's five settings on TinyDetector
+    "min_block_size=5 (default)": [29, ["nms", "index", "index_1"]],
+    "min_block_size=1": [29, ["nms"], 2],
+    "min_block_size=30": [[f"op_{i}" for i in range(32)]],
+    "exp in Torch": [22, ["exp"], 6, ["nms", "index", "index_1"]],
+    "exp in Torch, min_block_size=1": [22, ["exp"], 6, ["nms"], 2],
+}
+LONG_STRIP = {  # more blocks than fit across the column, and a long setting name
+    "a setting with a long name, relu and exp in PyTorch, min_block_size=1": [
+        3,
+        ["exp"],
+        4,
+        ["nms", "index", "index_1", "mul", "add"],
+        5,
+        ["sigmoid"],
+        2,
+        ["relu"],
+        9,
+    ],
+    "defaults": [40],
+}
+
+
+@pytest.mark.parametrize("partitions", [DETECTOR_PARTITIONS, LONG_STRIP], ids=["detector", "long-strip"])
+def test_figure_fits_the_column_with_readable_text(partitions):
+    reports = {label: _report(blocks) for label, blocks in partitions.items()}
+    figure = partition_figure(
+        reports, title="TinyDetector: TensorRT engines and PyTorch blocks, in graph order"
+    )
+    width, _ = figure.get_size_inches()
+    assert width <= COLUMN_WIDTH_IN
+    figure.canvas.draw()
+    drawn = figure.get_tightbbox(figure.canvas.get_renderer())
+    assert drawn.x0 >= -0.01 and drawn.x1 <= width + 0.01  # no label or note runs off the figure
+    assert smallest_font_px(figure) >= MIN_FONT_PX
+    # Every block is drawn, in graph order, whether or not its strip wraps onto a second line.
+    boxes = [
+        t.get_text()
+        for t in figure.axes[0].texts
+        if t.get_text().startswith(("TensorRT engine\n", "PyTorch\n"))
+    ]
+    expected = [
+        "TensorRT engine" if isinstance(block, int) else "PyTorch"
+        for blocks in partitions.values()
+        for block in blocks
+    ]
+    assert [text.split("\n")[0] for text in boxes] == expected
 
 
 def test_describe_analysis_says_whether_engines_were_built():
