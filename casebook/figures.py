@@ -62,6 +62,17 @@ def _wrap(text: str, size: float, max_width_in: float, weight: str = "normal") -
     return lines
 
 
+def inch_canvas(width_in: float, height_in: float):
+    """A figure whose one axes spans it in inches, y growing downwards: layouts are computed in
+    inches from the top, so they are drawn with those coordinates as they are."""
+    fig = plt.figure(figsize=(width_in, height_in))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_axis_off()
+    ax.set_xlim(0, width_in)
+    ax.set_ylim(height_in, 0)
+    return fig, ax
+
+
 def smallest_font_px(fig, column_px: float = COLUMN_PX) -> float:
     """Height in CSS px of the figure's smallest text once the page shows it.
 
@@ -185,11 +196,7 @@ def flow_diagram(
         top += band_gap
     height_in = top - band_gap + 0.05
 
-    fig = plt.figure(figsize=(width_in, height_in))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_axis_off()
-    ax.set_xlim(0, width_in)
-    ax.set_ylim(height_in, 0)  # y grows downwards, as the layout was computed
+    fig, ax = inch_canvas(width_in, height_in)
 
     if title:
         ax.text(width_in / 2, 0.05, title, ha="center", va="top", fontsize=TITLE_PT)

@@ -125,11 +125,10 @@ def partition_figure(
     fit across the column wraps onto further lines, joined by an arrow that turns down. Every strip
     uses the same box width (at most ``box_width`` inches), so the rows line up block for block.
     """
-    import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
     from matplotlib.path import Path
 
-    from ..figures import _PAD_IN, COLUMN_WIDTH_IN, _text_size_in, _wrap
+    from ..figures import _PAD_IN, COLUMN_WIDTH_IN, _text_size_in, _wrap, inch_canvas
 
     rows = [(label, partition_segments(report)) for label, report in reports.items()]
     width_in = COLUMN_WIDTH_IN - 2 * _PAD_IN  # the inline backend pads the saved image by _PAD_IN
@@ -197,11 +196,7 @@ def partition_figure(
         y += strip_gap
     height_in = y - strip_gap + 0.05
 
-    fig = plt.figure(figsize=(width_in, height_in))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_axis_off()
-    ax.set_xlim(0, width_in)
-    ax.set_ylim(height_in, 0)  # y grows downwards, as the layout was computed
+    fig, ax = inch_canvas(width_in, height_in)
     for kind, x, y, payload in items:
         if kind == "title":
             ax.text(x, y, payload, ha="left", va="top", fontsize=_TITLE_PT)
