@@ -26,7 +26,7 @@ TRT_PIP_FLAGS_analysis := --no-deps
 DETECTRON2 ?= sal
 INSTALLED := $(VENV)/.installed-$(TENSORRT)-detectron2-$(DETECTRON2)
 
-.PHONY: build book test unit site-check serve lint format clean install
+.PHONY: build book test unit site-check browser serve lint format clean install
 
 build: install
 	@if [ "$${CI:-}" = "true" ]; then echo "CI=true: executing every notebook afresh"; rm -rf $(JUPYTER_CACHE); fi
@@ -59,8 +59,24 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) scripts/install_d
 unit: install
 	$(BIN)/python -m pytest tests --ignore=tests/site
 
-site-check: install
-	$(BIN)/python -m pytest tests/site
+site-check: install browser
+	$(if $(CHROMIUM),CHROMIUM=$(CHROMIUM)) $(BIN)/python -m pytest tests/site
+
+# The browser test (tests/site/test_browser.py) drives Debian's chromium through Playwright;
+# Playwright's own browser download is not used. As root, make installs it; otherwise it says how.
+CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
+browser:
+	@if [ -z "$(CHROMIUM)" ] && ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's chromium for the browser test of the site"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "The browser test needs headless Chromium. Install it with:"; \
+	    echo "    sudo apt-get install -y chromium"; \
+	    echo "or point CHROMIUM at a Chromium or Chrome binary: make site-check CHROMIUM=/path/to/chrome"; \
+	    exit 1; \
+	  fi; \
+	fi
 
 test: lint unit build site-check
 

@@ -2,7 +2,7 @@
 
 Sphinx's `-W -n` already fails on unresolved references it knows about; these checks look at the
 HTML a reader gets: every TOC page exists, no cell shows an unexpected error, every internal link
-resolves, and every executed page carries its versions cell.
+resolves, and every executed page carries its version stamp.
 """
 
 from html.parser import HTMLParser
@@ -14,7 +14,7 @@ import pytest
 from booklayout import REPO_ROOT, page_source, toc_pages
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
-VERSIONS_MARKER = "This page was executed with:"
+VERSIONS_MARKER = 'class="casebook-version-stamp"'
 
 
 def built_pages() -> list[Path]:
@@ -90,7 +90,7 @@ def test_executed_pages_show_their_versions(page):
     if "```{code-cell}" not in page_source(page).read_text(encoding="utf-8"):
         return
     assert VERSIONS_MARKER in (HTML_ROOT / f"{page}.html").read_text(encoding="utf-8"), (
-        f"{page} runs code but has no versions cell (casebook.env.show_versions())"
+        f"{page} runs code but has no version stamp (casebook.page.setup_page())"
     )
 
 
