@@ -13,7 +13,8 @@ each page is saved under `_build/browser/` (the test's artifacts). The checks:
 - no build-machine path in any output;
 - a visible version stamp on every page that runs code;
 - expected errors styled as errors, their lines wrapped;
-- image alt texts that describe, not file paths; no made-up links from auto-linking.
+- image alt texts that describe, not file paths; figures shown at (nearly) their drawn size at
+  desktop width, so their text stays readable; no made-up links from auto-linking.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ _MEASURE = """
   const images = Array.from(article.querySelectorAll('img')).map((img) => ({
     src: img.getAttribute('src'), alt: img.getAttribute('alt') || '',
     loaded: img.complete && img.naturalWidth > 0,
+    natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
   }));
   const madeUpLinks = Array.from(document.querySelectorAll('a[href^="http://"]'))
     .filter((a) => a.href.replace(/^http:\\/\\//, '').replace(/\\/$/, '') === a.textContent.trim())
@@ -263,6 +265,13 @@ def test_images_load_and_have_alt_text(browser, site_url, page, width):
     assert not [i["src"] for i in images if not i["loaded"]], "images that did not load"
     path_like = [i for i in images if not i["alt"].strip() or "/" in i["alt"] or i["alt"].endswith(".png")]
     assert not path_like, f"images whose alt text is empty or a file path: {path_like}"
+    if width >= 960:  # figures are drawn for the text column: shrunk, their text falls below 11 px
+        shrunk = [
+            f"{i['src']}: {i['natural']} px shown at {i['shown']:.0f}"
+            for i in images
+            if i["shown"] < 0.95 * i["natural"]
+        ]
+        assert not shrunk, f"figures scaled down at desktop width (draw them for the column): {shrunk}"
 
 
 @pytest.mark.parametrize(("page", "width"), CASES)
