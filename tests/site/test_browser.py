@@ -10,7 +10,8 @@ each page is saved under `_build/browser/` (the test's artifacts). The checks:
 - nothing wider than the viewport outside a scroll container; no table that scrolls sideways at
   desktop width;
 - no visible output block longer than `MAX_OUTPUT_LINES` lines (long text is folded);
-- no build-machine path in any output;
+- no build-machine path in any output, and none of the known noise a page hides
+  (`casebook.page.KNOWN_NOISE`);
 - a visible version stamp on every page that runs code;
 - expected errors styled as errors, their lines wrapped;
 - image alt texts that describe, not file paths; figures shown at (nearly) their drawn size at
@@ -22,6 +23,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -32,6 +34,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from booklayout import REPO_ROOT, page_source, toc_pages
+from casebook.page import KNOWN_NOISE
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
 SCREENSHOTS = REPO_ROOT / "_build" / "browser"
@@ -58,6 +61,15 @@ def build_machine_paths() -> list[str]:
     if home not in ("/", ""):
         paths.add(home + "/")
     return sorted(paths, key=len, reverse=True)
+
+
+def hidden_noise(page_name: str) -> list[str]:
+    """The known-noise messages this page hides (all but those its `setup_page(keep=[...])` names),
+    as plain text fragments to look for in its outputs."""
+    source = page_source(page_name).read_text(encoding="utf-8")
+    call = re.search(r"setup_page\((.*?)\)", source)
+    kept = set(re.findall(r'"([a-z-]+)"', call.group(1))) if call else set(KNOWN_NOISE)
+    return [noise.pattern.replace("\\", "") for name, noise in KNOWN_NOISE.items() if name not in kept]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -91,7 +103,7 @@ def browser():
 # Measured in the page, after load: everything the checks below need, as plain data.
 _MEASURE = """
 (args) => {
-  const [maxLines, machinePaths] = args;
+  const [maxLines, machinePaths, noise] = args;
   const vw = document.documentElement.clientWidth;
   const shown = (el) => el.checkVisibility({visibilityProperty: true, opacityProperty: true})
                         && !el.closest('details:not([open])');
@@ -140,6 +152,9 @@ _MEASURE = """
     }
   }
   const stamp = document.querySelector('.casebook-version-stamp');
+  // the stamp's folded part lists the hidden messages themselves: look everywhere else
+  const lessonOutputs = outputs.filter((out) => !out.querySelector('.casebook-version-stamp'));
+  const noiseFound = noise.filter((fragment) => lessonOutputs.some((out) => out.textContent.includes(fragment)));
   const errors = [];
   for (const out of outputs) {
     if (!out.textContent.includes('✗ raised as expected')) continue;
@@ -165,6 +180,7 @@ _MEASURE = """
   return {
     pageWidth: document.documentElement.scrollWidth, viewport: vw, wide: wide.slice(0, 5),
     scrollingTables, longOutputs, pathsFound, images, madeUpLinks, searchBoxes, errors,
+    noiseFound,
     stamp: stamp && shown(stamp) ? stamp.textContent.trim().split('\\n')[0] : null,
   };
 }
@@ -238,7 +254,7 @@ def report(browser, site_url: str, page_name: str, width: int) -> dict:
         "Promise.all(Array.from(document.images).map((i) => { i.loading = 'eager'; "
         "return i.decode().catch(() => null); }))"
     )
-    data = page.evaluate(_MEASURE, [MAX_OUTPUT_LINES, build_machine_paths()])
+    data = page.evaluate(_MEASURE, [MAX_OUTPUT_LINES, build_machine_paths(), hidden_noise(page_name)])
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / f"{page_name.replace('/', '__')}-{width}.png", full_page=True)
     data["sidebar"] = _sidebar_report(page, width)
@@ -295,6 +311,7 @@ def test_outputs_are_short_and_machine_independent(browser, site_url, page, widt
     data = report(browser, site_url, page, width)
     assert not data["longOutputs"], f"output blocks over {MAX_OUTPUT_LINES} lines: {data['longOutputs']}"
     assert not data["pathsFound"], f"build-machine paths in outputs: {data['pathsFound'][:5]}"
+    assert not data["noiseFound"], f"known noise the page hides shows in its outputs: {data['noiseFound']}"
 
 
 @pytest.mark.parametrize(("page", "width"), CASES)
