@@ -1,13 +1,15 @@
 """The debugging playbook quotes only errors that the book's own pages produce when executed.
 
-Each entry in the section "From error message to fix" of book/debugging_playbook.md is a definition
-list item: the error text in backticks is the term, and labelled lines follow, the last one
-"**Reproduced in** {doc}`page`". The quoted text must appear in that page's executed output, so a
-PyTorch upgrade that changes a message breaks this test instead of leaving the playbook stale.
+The playbook's entries are rendered from the catalog (`casebook/catalog.py`), the same data the
+export doctor classifies with. Every entry that quotes an error message names the page that
+reproduces it: the quoted text must appear in that page's executed output, so a PyTorch upgrade that
+changes a message breaks this test instead of leaving the playbook (and the doctor) stale. Entries
+for problems that raise no error link a labelled section of their page (Sphinx's `-n` fails the
+build on a label that does not exist).
 
-The built playbook must show each entry as a term whose definition links to that page. A broken
-definition-list marker renders as a plain paragraph without a Sphinx warning, so this is checked on
-the HTML.
+The built playbook must show each entry as a definition-list term whose definition links to that
+page. A broken definition-list marker renders as a plain paragraph without a Sphinx warning, so this
+is checked on the HTML.
 """
 
 import functools
@@ -19,50 +21,19 @@ from pathlib import Path
 import pytest
 
 from booklayout import REPO_ROOT
+from casebook import catalog
 
 PLAYBOOK = REPO_ROOT / "book" / "debugging_playbook.md"
 HTML_ROOT = REPO_ROOT / "_build" / "html"
-SECTION = "## From error message to fix"
-# A term line holding one code span, then the definition lines (": ..." and indented), up to a blank line.
-ENTRY = re.compile(r"^`(?P<error>[^`\n]+)`\n(?P<definition>: .*?)(?=\n\n|\Z)", re.MULTILINE | re.DOTALL)
-LABELS = ("**Raised as**", "**Means**", "**Fix**", "**Reproduced in**")
-REPRODUCED_IN = re.compile(r"\*\*Reproduced in\*\* \{doc\}`(?P<page>[^`]+)`")
-
-
-def playbook_section() -> str:
-    text = PLAYBOOK.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start)
-    return text[start:] if end == -1 else text[start:end]
-
-
-def playbook_entries() -> list[tuple[str, str]]:
-    """(quoted error text, page that reproduces it) for every entry of the playbook."""
-    section = playbook_section()
-    entries = []
-    for match in ENTRY.finditer(section):
-        error, definition = match["error"], match["definition"]
-        missing = [label for label in LABELS if label not in definition]
-        assert not missing, f"the playbook entry {error!r} lacks {', '.join(missing)}"
-        pages = REPRODUCED_IN.findall(definition)
-        assert len(pages) == 1, f"the playbook entry {error!r} must link exactly one page, not {pages}"
-        entries.append((error, pages[0]))
-    assert entries, f"no entries found in the playbook section {SECTION!r}"
-    definitions = len(re.findall(r"^: ", section, re.MULTILINE))
-    labelled = section.count(LABELS[0])
-    assert definitions == labelled == len(entries), (
-        f"{len(entries)} entries, {definitions} definitions, {labelled} {LABELS[0]} lines: each entry"
-        " must be a term line holding one code span, then ': ' and the labelled lines, then a blank line"
-    )
-    return entries
+QUOTED = [entry for entry in catalog.ENTRIES if entry.message]
 
 
 def built_path(page: str) -> Path:
-    """The built HTML file of a page given as a {doc} target relative to book/."""
-    target = (REPO_ROOT / "book" / page).resolve().relative_to(REPO_ROOT)
-    return (HTML_ROOT / target).with_suffix(".html")
+    """The built HTML file of a page given relative to the repository root."""
+    return (HTML_ROOT / page).with_suffix(".html")
 
 
+@functools.cache
 def page_text(page: str) -> str:
     """The visible text of a built page, whitespace collapsed."""
     source = built_path(page).read_text(encoding="utf-8")
@@ -110,23 +81,41 @@ def built_playbook_terms(html_root: Path) -> dict[str, list[Path]]:
     }
 
 
-def test_playbook_has_one_entry_per_failure_class():
-    errors = [error for error, _ in playbook_entries()]
-    assert len(errors) >= 8
-    assert len(set(errors)) == len(errors), "an error text is quoted twice in the playbook"
+def test_playbook_renders_every_group_of_the_catalog_under_its_heading():
+    source = PLAYBOOK.read_text(encoding="utf-8")
+    for group, heading in catalog.GROUPS.items():
+        match = re.search(
+            rf"^### {re.escape(heading)}\n(.*?)(?=^### |^## |\Z)", source, re.MULTILINE | re.DOTALL
+        )
+        assert match, f"the playbook has no heading '### {heading}'"
+        assert f'playbook_group("{group}")' in match[1], (
+            f"the section {heading!r} does not render group {group!r}"
+        )
 
 
-@pytest.mark.parametrize(("error", "page"), playbook_entries())
-def test_quoted_error_is_produced_by_the_linked_page(error, page):
-    assert re.sub(r"\s+", " ", error) in page_text(page), (
-        f"the playbook quotes {error!r}, but the executed page {page} does not show it"
+def test_quoted_messages_are_distinct():
+    messages = [entry.message for entry in QUOTED]
+    assert len(messages) >= 8
+    assert len(set(messages)) == len(messages), "an error text is quoted twice in the catalog"
+
+
+@pytest.mark.parametrize("entry", QUOTED, ids=lambda e: e.id)
+def test_quoted_error_is_produced_by_the_linked_page(entry):
+    assert re.sub(r"\s+", " ", entry.message) in page_text(entry.page), (
+        f"the catalog quotes {entry.message!r} for {entry.id}, but the executed page {entry.page} does not show it"
     )
 
 
-@pytest.mark.parametrize(("error", "page"), playbook_entries())
-def test_built_playbook_shows_the_entry_as_a_term_linking_its_page(error, page):
+@pytest.mark.parametrize("entry", QUOTED, ids=lambda e: e.id)
+def test_entry_pattern_matches_the_message_it_quotes(entry):
+    assert entry.regex.search(entry.message), f"{entry.id}: its pattern does not match its own quoted message"
+
+
+@pytest.mark.parametrize("entry", catalog.ENTRIES, ids=lambda e: e.id)
+def test_built_playbook_shows_the_entry_as_a_term_linking_its_page(entry):
     terms = built_playbook_terms(HTML_ROOT)
-    assert error in terms, f"the built playbook has no definition-list term {error!r}"
-    assert built_path(page).resolve() in terms[error], (
-        f"the built playbook's entry {error!r} does not link {page}"
+    term = entry.message or entry.title.replace("`", "")
+    assert term in terms, f"the built playbook has no definition-list term {term!r}"
+    assert built_path(entry.page).resolve() in terms[term], (
+        f"the built playbook's entry {term!r} does not link {entry.page}"
     )

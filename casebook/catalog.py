@@ -1,0 +1,501 @@
+"""The book's catalog of export problems: one entry per problem, in one place.
+
+Each entry says how to recognize the problem (the exception types and a stable part of the message,
+or, for problems that raise nothing, the check that finds them), what it means, the fix (naming the
+API), and the page that reproduces it and proves the fix. Three things read this table and so
+cannot drift apart:
+
+- the debugging playbook (`book/debugging_playbook.md`) renders its entries from it;
+- the export doctor (`casebook.doctor`) classifies what it meets with it and sends the reader to
+  the entry's page;
+- the site tests (`tests/site/test_playbook.py`) check that every quoted message appears in the
+  executed output of its page, and `tests/test_catalog.py` that the doctor sends a minimal
+  reproduction of every entry to that page.
+
+A new failure page adds its rows here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Where the doctor meets a problem. An entry matches an exception only at the stages it lists.
+STAGES = {
+    "callable": "the model given is not an nn.Module",
+    "export": "torch.export.export (non-strict)",
+    "strict": "torch.export.export(strict=True)",
+    "run": "running the exported program",
+    "decompose": "ExportedProgram.run_decompositions()",
+    "save-load": "torch.export.save / torch.export.load",
+    "check": "the doctor's own checks of the exported program (parity, dimensions)",
+    "tensorrt": "Torch-TensorRT's dry run",
+}
+
+# Playbook groups, in page order: (id, heading as written on the playbook page).
+GROUPS = {
+    "runtime-values": "Values known only at run time (`u0`)",
+    "dynamic-dims": "Dynamic dimensions",
+    "pytrees": "Inputs and outputs export cannot flatten",
+    "code": "Code export rejects",
+    "running": "When the exported program runs",
+    "silent": "Problems that raise no error",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One problem of the catalog.
+
+    ``message`` is the error text as the playbook quotes it: it must appear in the executed output
+    of ``page``. ``pattern`` (a regular expression, searched in the message) recognizes the problem
+    more generally when the quoted text names the page's own example (``x.size()[0] == 2``); by
+    default it is the quoted text itself. Entries without ``message`` are problems that raise nothing
+    (a dimension that silently became static); the doctor's checks find them, and ``label`` names the
+    section of ``page`` that shows one.
+    """
+
+    id: str
+    group: str
+    title: str
+    page: str
+    means: str
+    fix: str
+    stages: tuple[str, ...]
+    message: str | None = None
+    raised_as: str = ""
+    exceptions: tuple[str, ...] = ()
+    pattern: str | None = None
+    label: str | None = None
+
+    def __post_init__(self):
+        unknown = set(self.stages) - set(STAGES)
+        if unknown or self.group not in GROUPS:
+            raise ValueError(f"catalog entry {self.id!r}: unknown stage(s) {unknown} or group {self.group!r}")
+        if (self.message is None) == (self.label is None):
+            raise ValueError(f"catalog entry {self.id!r} needs either a quoted message or a page label")
+
+    @property
+    def regex(self) -> re.Pattern | None:
+        if self.message is None:
+            return None
+        return re.compile(self.pattern if self.pattern is not None else re.escape(self.message))
+
+    def matches(self, error: BaseException, stage: str) -> bool:
+        """Whether `error`, raised at `stage`, is this problem: a listed type and the message."""
+        if self.regex is None or stage not in self.stages:
+            return False
+        names = {_qualified(kind) for kind in type(error).__mro__}
+        if not names & set(self.exceptions):
+            return False
+        return bool(self.regex.search(str(error)))
+
+
+def _qualified(kind: type) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+GUARD_ON_DATA = "torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode"
+USER_ERROR = "torch._dynamo.exc.UserError"
+UNSUPPORTED = "torch._dynamo.exc.Unsupported"
+
+ENTRIES: tuple[Entry, ...] = (
+    # ---------------------------------------------------------------- values known only at run time
+    Entry(
+        id="data-dependent-guard",
+        group="runtime-values",
+        title="Python branches on a value known only at run time",
+        message="Could not guard on data-dependent expression",
+        raised_as="`GuardOnDataDependentSymNode` (non-strict export; strict: `UserError`)",
+        exceptions=(GUARD_ON_DATA, USER_ERROR),
+        stages=("export", "strict"),
+        means="Python code branches on a tensor value or on a size known only at run time (`u0`)",
+        fix="`torch.cond` or `torch.where` for a branch on a value; `guard_or_false` / `guard_or_true` "
+        "(`torch.fx.experimental.symbolic_shapes`) for a branch on a size; `torch._check` to state a fact",
+        page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="data-dependent-branch-strict",
+        group="runtime-values",
+        title="Python branches on a tensor value (strict export)",
+        message="Data-dependent branching",
+        raised_as="`torch._dynamo.exc.Unsupported` (strict export)",
+        exceptions=(UNSUPPORTED,),
+        stages=("strict",),
+        means="the same branch, rejected by TorchDynamo",
+        fix="`torch.cond` (both branches in the graph) or `torch.where` (compute both, select)",
+        page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="data-dependent-int",
+        group="runtime-values",
+        title="A size known only at run time is needed as a Python int",
+        message="Could not extract specialized integer from data-dependent expression",
+        raised_as="`GuardOnDataDependentSymNode` (strict: `UserError`)",
+        exceptions=(GUARD_ON_DATA, USER_ERROR),
+        stages=("export", "strict"),
+        means="code needs a plain Python int for a size known only at run time: sizes packed into a "
+        "tensor (`spatial_shapes`) and read back, `len(t)` of a data-dependent tensor",
+        fix="keep shapes as Python ints (a list of tuples), `t.shape[0]` instead of `len(t)`; "
+        "`torch.arange(H) + 0.5` instead of `linspace`",
+        page="notebooks/constant_tensors",
+    ),
+    # ---------------------------------------------------------------- dynamic dimensions
+    Entry(
+        id="size-one-specialized",
+        group="dynamic-dims",
+        title="A dynamic dimension's example has size 1",
+        message="specialized it to be a constant (1)",
+        raised_as="`torch._dynamo.exc.UserError`",
+        exceptions=(USER_ERROR,),
+        stages=("export", "strict"),
+        means="a dynamic dimension's example has size 1, and export specializes sizes 0 and 1",
+        fix="an example with size ≥ 2 (and `Dim(..., min=1)` if size 1 must be accepted), or "
+        "`torch.fx.experimental._config.patch(backed_size_oblivious=True)` where the model allows it",
+        page="notebooks/static_shapes_and_dynamic_dims",
+    ),
+    Entry(
+        id="constraints-violated",
+        group="dynamic-dims",
+        title="The code forces a dimension declared dynamic to a constant or a narrower range",
+        message="Constraints violated",
+        raised_as="`torch._dynamo.exc.UserError`",
+        exceptions=(USER_ERROR,),
+        stages=("export", "strict"),
+        means="a dimension declared dynamic was forced to a constant (or a smaller range) by the code "
+        "(`torch.as_tensor` of sizes, `linspace` steps, a reshape to a fixed size)",
+        fix="change the code that fixes the size, or apply the `dynamic_shapes` the message suggests "
+        "(`Dim(..., min=..., max=...)`, `Dim.AUTO`)",
+        page="notebooks/constant_tensors",
+    ),
+    # ---------------------------------------------------------------- pytrees
+    Entry(
+        id="cache-output",
+        group="pytrees",
+        title="A transformers cache object is returned",
+        message="EncoderDecoderCache'> in output, which is not a known type",
+        pattern=r"Cache'> in output, which is not a known type",
+        raised_as="`RuntimeError` (non-strict export of Whisper)",
+        exceptions=("RuntimeError",),
+        stages=("export",),
+        means="a transformers cache object is returned",
+        fix="`use_cache=False`, or register the cache classes as pytrees",
+        page="notebooks/strict_vs_non_strict",
+    ),
+    Entry(
+        id="unflattenable-output",
+        group="pytrees",
+        title="The model returns a class export cannot flatten",
+        message="in output, which is not a known type",
+        raised_as="`RuntimeError` (non-strict export)",
+        exceptions=("RuntimeError",),
+        stages=("export",),
+        means="the model returns a class export cannot flatten (detectron2's `Instances`)",
+        fix="`torch.utils._pytree.register_pytree_node` with `serialized_type_name` and "
+        "`flatten_with_keys_fn`, `torch.export.register_dataclass`, or a wrapper Module that returns "
+        "tensors",
+        page="notebooks/pytree_outputs",
+    ),
+    Entry(
+        id="unflattenable-output-strict",
+        group="pytrees",
+        title="The model returns a class export cannot flatten (strict export)",
+        message="Encountered unrecognized type UserDefinedObjectVariable",
+        raised_as="`AssertionError` (strict export)",
+        exceptions=("AssertionError",),
+        stages=("strict",),
+        means="the same output, seen by TorchDynamo",
+        fix="`register_pytree_node` with `serialized_type_name` and `flatten_with_keys_fn`, "
+        "`torch.export.register_dataclass`, or a wrapper Module that returns tensors",
+        page="notebooks/pytree_outputs",
+    ),
+    Entry(
+        id="unsupported-input-type",
+        group="pytrees",
+        title="An input is a class export cannot flatten",
+        message="Unsupported input type",
+        raised_as="`ValueError` (non-strict export)",
+        exceptions=("ValueError",),
+        stages=("export",),
+        means="an argument is an object of a class that is not registered as a pytree node",
+        fix="`torch.export.register_dataclass` (or `register_pytree_node`) for the input class; values "
+        "that change at run time must be tensors",
+        page="notebooks/pytree_outputs",
+    ),
+    Entry(
+        id="unsupported-input-type-strict",
+        group="pytrees",
+        title="An input is a class export cannot flatten (strict export)",
+        message="is not supported or pytree-flattenable",
+        raised_as="`torch._dynamo.exc.UserError` (strict export)",
+        exceptions=(USER_ERROR,),
+        stages=("strict",),
+        means="the same input, seen by TorchDynamo",
+        fix="`torch.export.register_dataclass` (or `register_pytree_node`) for the input class",
+        page="notebooks/pytree_outputs",
+    ),
+    Entry(
+        id="missing-flatten-with-keys",
+        group="pytrees",
+        title="A pytree node was registered without `flatten_with_keys_fn`",
+        message="Did not find a flatten_with_keys_fn",
+        raised_as="`ValueError` from `torch.utils._pytree.tree_flatten_with_path` (export itself passes)",
+        exceptions=("ValueError",),
+        stages=("check",),
+        means="a class was registered with `register_pytree_node` but without `flatten_with_keys_fn`: "
+        "export passes, but whatever names leaves by their path (parity checks, this book's among "
+        "them) fails",
+        fix="register it with `flatten_with_keys_fn`, or use `torch.export.register_dataclass`",
+        page="notebooks/pytree_outputs",
+    ),
+    Entry(
+        id="pytree-serialization-name",
+        group="pytrees",
+        title="A pytree node has no serialization name",
+        message="No registered serialization name for",
+        raised_as="`NotImplementedError` from `torch.export.save`",
+        exceptions=("NotImplementedError",),
+        stages=("save-load",),
+        means="a pytree node was registered without `serialized_type_name`, so the program cannot be saved",
+        fix="register it with `serialized_type_name` (`register_pytree_node(..., serialized_type_name=...)`)",
+        page="notebooks/pytree_outputs",
+    ),
+    # ---------------------------------------------------------------- code export rejects
+    Entry(
+        id="non-module-callable",
+        group="code",
+        title="The model is not an `nn.Module`",
+        message="got <class 'method'>",
+        pattern=r"to be an instance of `?torch\.nn\.Module`?, got",
+        raised_as="`ValueError` from `torch.export.export`",
+        exceptions=("ValueError",),
+        stages=("callable",),
+        means="a bound method (a predictor's `_predict`) or a function was passed instead of a Module",
+        fix="a wrapper `nn.Module` whose `forward` calls it",
+        page="notebooks/non_module_callables",
+    ),
+    Entry(
+        id="tolist-float",
+        group="code",
+        title="Float tensor values leave the graph as Python numbers (strict export)",
+        message="Tensor.tolist() with non-integer tensor",
+        raised_as="`torch._dynamo.exc.Unsupported` (strict export)",
+        exceptions=(UNSUPPORTED,),
+        stages=("strict",),
+        means="float values leave the graph as Python numbers",
+        fix="keep the values as tensors (`torch.where`, tensor arithmetic) instead of `.tolist()`, or "
+        "export non-strict",
+        page="notebooks/graph_breaks",
+    ),
+    Entry(
+        id="skipped-function",
+        group="code",
+        title="`forward` calls a function TorchDynamo skips (strict export)",
+        message="Attempted to call function marked as skipped",
+        raised_as="`torch._dynamo.exc.Unsupported` (strict export)",
+        exceptions=(UNSUPPORTED,),
+        stages=("strict",),
+        means="`forward` calls Python introspection (`inspect.stack()`) or another function Dynamo "
+        "does not trace",
+        fix="remove it from `forward`, or export non-strict (which runs it once and bakes its result in)",
+        page="notebooks/graph_breaks",
+    ),
+    Entry(
+        id="numpy-in-forward",
+        group="code",
+        title="NumPy is called on tensor values",
+        message=".numpy() is not supported for tensor subclasses",
+        raised_as="`RuntimeError` (non-strict export)",
+        exceptions=("RuntimeError",),
+        stages=("export",),
+        means="NumPy is called on tensor values during tracing",
+        fix="`torch` operations instead of NumPy; strict export (`strict=True`) traces NumPy calls",
+        page="notebooks/graph_breaks",
+    ),
+    Entry(
+        id="constant-mutated",
+        group="code",
+        title="`forward` mutates a tensor that is not a buffer",
+        message="is mutated in the forward method. Pls register it as buffer",
+        raised_as="`RuntimeError` from `run_decompositions()`",
+        exceptions=("RuntimeError",),
+        stages=("decompose",),
+        means="`forward` mutates a tensor that is a plain attribute or a global, not a buffer",
+        fix="`register_buffer`, or `.clone()` before mutating",
+        page="notebooks/frozen_storage_and_mutation",
+    ),
+    # ---------------------------------------------------------------- running the program
+    Entry(
+        id="runtime-assert-failed",
+        group="running",
+        title="An input breaks an assumption export recorded",
+        message="Runtime assertion failed for expression",
+        raised_as="`RuntimeError` when the exported program runs",
+        exceptions=("RuntimeError",),
+        stages=("run",),
+        means="the input breaks an assumption export recorded: a `torch._check`, or a library fake "
+        "kernel's bound (torchvision's `nms` assumes at least 2 boxes)",
+        fix="give inputs that meet it, or correct the assumption (a fake kernel with "
+        "`ctx.new_dynamic_size(min=0)`, registered with `torch.library.register_fake`)",
+        page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="static-dim-guard",
+        group="running",
+        title="An input size differs from the size the program was exported with",
+        message="Guard failed: x.size()[0] == 2",
+        pattern=r"Guard failed: .*\.size\(\)\[\d+\]",
+        raised_as="`AssertionError` when the exported program runs",
+        exceptions=("AssertionError",),
+        stages=("run",),
+        means="the program was exported with a static size (here a batch of 2) and called with another",
+        fix='`dynamic_shapes` with `Dim("batch", min=..., max=...)`',
+        page="notebooks/static_shapes_and_dynamic_dims",
+    ),
+    Entry(
+        id="baked-argument-guard",
+        group="running",
+        title="A Python argument was baked in at export",
+        message="Guard failed: multimask_output == False",
+        pattern=r"Guard failed: ",
+        raised_as="`AssertionError` when the exported program runs",
+        exceptions=("AssertionError",),
+        stages=("run",),
+        means="a Python argument was baked in at export; another value was passed",
+        fix="export one program per value, or pass the value as a tensor (a 0-d `torch.tensor(value)`) so "
+        "that it becomes an input of the graph",
+        page="notebooks/non_module_callables",
+    ),
+    Entry(
+        id="kwarg-mismatch",
+        group="running",
+        title="The program is called with arguments laid out differently",
+        message="Ran into a kwarg keyword mismatch",
+        raised_as="`ValueError` when the exported program runs",
+        exceptions=("ValueError",),
+        stages=("run",),
+        means="it is called with arguments laid out differently from the export call",
+        fix="call it as it was exported (the same arguments by position and by keyword; "
+        "`ep.call_spec.in_spec` shows the layout)",
+        page="notebooks/non_module_callables",
+    ),
+    # ---------------------------------------------------------------- problems that raise nothing
+    Entry(
+        id="dynamic-dim-specialized",
+        group="silent",
+        title="A dimension asked to be dynamic was made static",
+        label="catalog-dynamic-dim-specialized",
+        stages=("check",),
+        means="export succeeded, but a dimension given as `Dim.AUTO` (or `Dim.DYNAMIC`) is a constant "
+        "in the program: the code fixed it, and the program rejects every other size",
+        fix='declare it with a named `Dim("name", min=2)`: export then fails with the line that fixes '
+        "the size; change that line, or accept the static size",
+        page="notebooks/static_shapes_and_dynamic_dims",
+    ),
+    Entry(
+        id="dropped-input-check",
+        group="silent",
+        title="An input check the exported program no longer makes",
+        label="catalog-dropped-input-check",
+        stages=("check",),
+        means="code asks `torch.compiler.is_compiling()` (or `is_exporting()`) and skips a branch that "
+        "raises in eager mode: the exported program accepts inputs eager rejects",
+        fix="`torch._check_tensor_all(condition, message)` or `torch._assert_async(condition, message)` "
+        "keep a check on tensor values in the graph; `torch._check` one on sizes",
+        page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="parity-mismatch",
+        group="silent",
+        title="The exported program computes something else than eager",
+        label="catalog-parity-mismatch",
+        stages=("check",),
+        means="on the example inputs the program's outputs differ from eager PyTorch's: a value was "
+        "baked in while tracing (non-strict export runs Python once), or a branch was resolved for "
+        "the example",
+        fix="find the value that became a constant (`ep.graph` shows it; strict export or `draft_export` "
+        "names the line), keep it a tensor, or move it out of `forward`",
+        page="notebooks/graph_breaks",
+    ),
+    Entry(
+        id="restrictive-runtime-assert",
+        group="silent",
+        title="The program refuses too-small results of an operator",
+        label="catalog-restrictive-runtime-assert",
+        stages=("check",),
+        means="the program asserts a lower bound of 2 or more on a size known only at run time, usually "
+        "from a library's fake kernel (torchvision's stock `nms` kernel): inputs that give 0 or 1 "
+        "elements there fail at run time",
+        fix="a fake kernel that allows empty results: `torch.library.register_fake` with "
+        "`ctx.new_dynamic_size(min=0)`; or, if the bound is yours (`torch._check`), nothing to do",
+        page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="tensorrt-unsupported-ops",
+        group="silent",
+        title="Operators TensorRT cannot convert",
+        label="catalog-tensorrt-unsupported-ops",
+        stages=("tensorrt",),
+        means="the program exports, but Torch-TensorRT has no converter for some operators: they run in "
+        "PyTorch between TensorRT engines",
+        fix="accept the fallback (`torch_executed_ops`, `min_block_size`), replace the operator, or write "
+        "a plugin (`torch_tensorrt.dynamo.conversion.plugins.custom_op`)",
+        page="notebooks/exported_program_to_engine",
+    ),
+)
+
+BY_ID: dict[str, Entry] = {entry.id: entry for entry in ENTRIES}
+if len(BY_ID) != len(ENTRIES):
+    raise ValueError("two catalog entries share an id")
+
+# Where an error the catalog does not know is sent, with the generic next steps.
+PLAYBOOK_PAGE = "book/debugging_playbook"
+
+
+def classify(error: BaseException, stage: str) -> Entry | None:
+    """The first entry that matches `error` raised at `stage`, or None: never a guess."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
+    return next((entry for entry in ENTRIES if entry.matches(error, stage)), None)
+
+
+def entry(entry_id: str) -> Entry:
+    """The entry with id `entry_id`; a KeyError names the ids there are."""
+    if entry_id not in BY_ID:
+        raise KeyError(f"no catalog entry {entry_id!r}; the ids are: {', '.join(BY_ID)}")
+    return BY_ID[entry_id]
+
+
+# --------------------------------------------------------------------------------------------------
+# The playbook's entries, as MyST markdown
+# --------------------------------------------------------------------------------------------------
+
+
+def _doc_link(page: str, label: str | None) -> str:
+    return f"{{ref}}`{label}`" if label else f"{{doc}}`/{page}`"
+
+
+def playbook_entry(item: Entry) -> str:
+    """One entry as a definition-list item: the quoted message (or the title), then labelled lines."""
+    term = f"`{item.message}`" if item.message else item.title
+    lines = [term]
+    if item.raised_as:
+        lines.append(f": **Raised as** {item.raised_as}\\")
+        lines.append(f"  **Means** {item.means}\\")
+    else:
+        lines.append(f": **Means** {item.means}\\")
+    lines.append(f"  **Fix** {item.fix}\\")
+    lines.append(f"  **Reproduced in** {_doc_link(item.page, item.label)}\\")
+    lines.append(f"  **Doctor id** `{item.id}`")
+    return "\n".join(lines)
+
+
+def playbook_group(group: str):
+    """The entries of one playbook group as MyST markdown, displayed in a notebook cell."""
+    from IPython.display import Markdown
+
+    if group not in GROUPS:
+        raise ValueError(f"unknown playbook group {group!r}; one of {', '.join(GROUPS)}")
+    items = [item for item in ENTRIES if item.group == group]
+    return Markdown("\n\n".join(playbook_entry(item) for item in items))
