@@ -1,5 +1,8 @@
 """The PT2E Casebook's helper package: everything the pages import that is not the lesson itself.
 
+- `catalog`: the book's export problems as data (message, page, fix); the playbook renders it.
+- `doctor/`: `diagnose(model, args)` and its command line: a model's export problems, each sent
+  to the page that fixes it.
 - `checks`: parity with eager, and expected errors (the build breaks when an error stops happening).
 - `introspect`: read-only views of an ExportedProgram (runtime asserts, input shapes, signature, writes).
 - `logs`: what PyTorch logs while a block runs (symbolic shapes, graph breaks), captured.

@@ -1,0 +1,224 @@
+"""`diagnose`: take a model through every step a shipped program needs and report what fails.
+
+The steps, each going as far as it can instead of stopping at the first error:
+
+1. eager: run the model on the example inputs (the reference; when eager fails there is nothing to
+   diagnose, and `DoctorUsageError` says so);
+2. a callable that is not an ``nn.Module`` is itself a finding; it is wrapped and the steps go on;
+3. ``torch.export.export`` (non-strict unless ``strict=True``), watching for code that asks
+   ``torch.compiler.is_compiling()``;
+4. if that fails: the other mode, to compare, and ``draft_export``, which lists every problem at once;
+5. on the exported program: requested dynamic dimensions against the program's shapes; runs on the
+   example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``; a
+   ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; and, with
+   ``tensorrt=True``, Torch-TensorRT's dry run.
+
+Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
+``unclassified`` finding that sends the reader to the playbook, never to a guessed page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import io
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from . import export_steps, program_steps
+from .report import Report, Step
+from .session import NO_PROGRAM, Session, first_line
+
+
+class DoctorUsageError(ValueError):
+    """The inputs to `diagnose` are unusable: wrong types, or the model fails in eager mode."""
+
+
+def diagnose(
+    model: Callable,
+    args: tuple | list,
+    kwargs: dict | None = None,
+    dynamic_shapes: Any = None,
+    *,
+    strict: bool = False,
+    compare: bool = True,
+    draft: bool = True,
+    check_inputs: Sequence[Any] = (),
+    tensorrt: bool = False,
+    name: str | None = None,
+    progress: Callable[[Step], None] | None = None,
+) -> Report:
+    """Diagnose `model` exported on (`args`, `kwargs`) with `dynamic_shapes`; see the module docstring.
+
+    ``strict=True`` exports in strict mode (TorchDynamo) instead of non-strict. When export fails,
+    ``compare`` also tries the other mode and ``draft`` runs `draft_export`. ``check_inputs`` are more
+    inputs to run the exported program on and compare with eager (each an args tuple, or a dict with
+    ``args`` and ``kwargs``): a batch of another size, an image with no detections. ``tensorrt=True``
+    adds Torch-TensorRT's dry run. ``progress`` is called with each finished `Step`.
+
+    Raises `DoctorUsageError` for arguments of the wrong type and for a model that fails in eager
+    mode on the example or on a check input.
+    """
+    args, kwargs = _check_inputs(model, args, kwargs)
+    checks = [_check_input(index, item) for index, item in enumerate(check_inputs)]
+    report = Report(name or _model_name(model))
+    session = Session(report, progress)
+    with _quiet():
+        with session.step("eager") as record:
+            record.outcome = "failed"  # until every input has run
+            runs = [("the example inputs", args, kwargs, _eager(model, args, kwargs, "the example inputs"))]
+            runs += [(label, a, k, _eager(model, a, k, label)) for label, a, k in checks]
+            record.outcome, record.detail = "passed", f"{len(runs)} input(s)"
+        module = _as_module(session, model, args, kwargs, dynamic_shapes)
+        if _trains_differently(module):
+            report.notes.append(
+                "the model is in training mode: export traces training behaviour (dropout, batch "
+                "statistics); call `model.eval()` first for an inference program"
+            )
+        program = export_steps.export(
+            session, module, args, kwargs, dynamic_shapes, strict=strict, compare=compare, draft=draft
+        )
+        report.program = program
+        steps = [
+            (
+                "dynamic dims",
+                lambda: program_steps.check_dims(session, module, program, args, kwargs, dynamic_shapes),
+            ),
+            ("run + parity", lambda: program_steps.check_runs(session, program, model, runs)),
+            ("run_decompositions", lambda: program_steps.check_decompositions(session, program)),
+            ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
+            ("runtime asserts", lambda: program_steps.check_runtime_asserts(session, program)),
+        ]
+        if tensorrt:
+            steps.append(
+                ("TensorRT dry run", lambda: program_steps.check_tensorrt(session, program, args, kwargs))
+            )
+        for step_name, run in steps:
+            if program is None:
+                session.skip(step_name, NO_PROGRAM)
+            else:
+                run()
+    return report
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_inputs(model: Any, args: Any, kwargs: Any) -> tuple[tuple, dict]:
+    if not callable(model):
+        raise DoctorUsageError(f"the model must be an nn.Module or a callable, got {type(model).__name__}")
+    if isinstance(args, torch.Tensor) or not isinstance(args, tuple | list):
+        raise DoctorUsageError(
+            f"args must be a tuple of positional inputs, e.g. (x,), got {type(args).__name__}"
+        )
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise DoctorUsageError(f"kwargs must be a dict of keyword inputs, got {type(kwargs).__name__}")
+    return tuple(args), dict(kwargs or {})
+
+
+def _check_input(index: int, item: Any) -> tuple[str, tuple, dict]:
+    """A check input as (label, args, kwargs): an args tuple, or a dict with "args" and "kwargs"."""
+    label = f"check input {index}"
+    if isinstance(item, dict):
+        unknown = set(item) - {"args", "kwargs"}
+        if unknown or "args" not in item:
+            raise DoctorUsageError(
+                f"{label} is a dict with keys {sorted(item)}; it needs 'args' and may have 'kwargs'"
+            )
+        args, kwargs = item["args"], item.get("kwargs")
+    else:
+        args, kwargs = item, None
+    if isinstance(args, torch.Tensor) or not isinstance(args, tuple | list):
+        raise DoctorUsageError(f"{label}: args must be a tuple, e.g. (x,), got {type(args).__name__}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise DoctorUsageError(f"{label}: kwargs must be a dict, got {type(kwargs).__name__}")
+    return label, tuple(args), dict(kwargs or {})
+
+
+def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
+    try:
+        with torch.no_grad():
+            return model(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception as error:
+        raise DoctorUsageError(
+            f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
+            "model) first; the doctor diagnoses export, not the model"
+        ) from error
+
+
+def _trains_differently(module: torch.nn.Module) -> bool:
+    """A module in training mode with layers that behave differently in eval mode."""
+    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    return any(m.training and isinstance(m, kinds) for m in module.modules())
+
+
+def _model_name(model: Any) -> str:
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "__qualname__", type(model).__name__)
+
+
+# --------------------------------------------------------------------------------------------------
+# A callable that is not a Module
+# --------------------------------------------------------------------------------------------------
+
+
+class CallableAsModule(torch.nn.Module):
+    """An nn.Module whose forward calls a function or a bound method."""
+
+    def __init__(self, function: Callable):
+        super().__init__()
+        self.function = function
+        owner = getattr(function, "__self__", None)
+        if isinstance(owner, torch.nn.Module):  # a bound method's model: its parameters become the program's
+            self.owner = owner
+
+    def forward(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+
+def wrap_callable(function: Callable) -> torch.nn.Module:
+    """A `CallableAsModule` whose ``forward`` has the callable's signature, so that `dynamic_shapes`
+    written for the callable's parameters apply unchanged."""
+    signature = inspect.signature(function)
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+
+    def forward(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+    forward.__signature__ = signature.replace(parameters=[self_parameter, *signature.parameters.values()])
+    wrapper = type(f"{_model_name(function)}AsModule", (CallableAsModule,), {"forward": forward})
+    return wrapper(function)
+
+
+def _as_module(session: Session, model: Callable, args: tuple, kwargs: dict, dynamic_shapes: Any):
+    if isinstance(model, torch.nn.Module):
+        return model
+    with session.step("nn.Module check") as record:
+        try:
+            torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+        except Exception as error:
+            record.outcome = "failed"
+            finding = session.classified(error, "callable", "callable")
+            finding.evidence.append(f"the doctor wrapped the {type(model).__name__} in a Module to go on")
+            session.add(finding)
+        else:
+            record.detail = "torch.export accepted the callable as it is"
+    return wrap_callable(model)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Keep what PyTorch prints while the doctor works (partial graphs, draft_export's banners, log
+    warnings, Python warnings) out of the report's way. PyTorch's log handlers write to whatever
+    `sys.stderr` is when they emit, so redirecting it catches them; the loggers are left alone
+    (draft_export reads its own structured log)."""
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield

@@ -1,0 +1,190 @@
+"""Export, the other mode to compare, `draft_export`, and the branches export skipped."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import torch
+
+from .. import catalog
+from .branches import BranchSite, flag_spy
+from .frames import draft_frames
+from .report import Finding
+from .session import Session, first_line
+
+# Evidence lists are for reading: beyond this many extra sites, say how many more there are.
+MAX_EXTRA_SITES = 8
+MAX_NOTES = 6
+
+
+def export(
+    session: Session, module, args, kwargs, dynamic_shapes, *, strict: bool, compare: bool, draft: bool
+):
+    """Export in the chosen mode; on failure compare with the other mode and run `draft_export`.
+    Returns the program, or None."""
+    mode, stage = ("strict", "strict") if strict else ("non-strict", "export")
+    finding = None
+    # Strict export traces the flags with TorchDynamo, which must see the real functions.
+    spy = contextlib.nullcontext([]) if strict else flag_spy()
+    with session.step(f"export ({mode})") as record, spy as sites:
+        try:
+            program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        except Exception as error:
+            record.outcome = "failed"
+            finding = session.classified(error, stage, "export")
+            session.add(finding)
+            program = None
+        finally:
+            if strict:
+                torch._dynamo.reset()
+    report_branches(session, sites)
+    if program is not None:
+        return program
+    other = "non-strict" if strict else "strict"
+    if compare:
+        program = export_other_mode(session, module, args, kwargs, dynamic_shapes, not strict, finding)
+        if program is not None:
+            return program
+    else:
+        session.skip(f"export ({other})", "compare=False")
+    if draft:
+        run_draft(session, module, args, kwargs, dynamic_shapes, strict, finding)
+    else:
+        session.skip("draft_export", "draft=False")
+    return None
+
+
+def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding):
+    """The other export mode, to compare: the same problem joins the finding's evidence; another
+    problem is a note (the reader's chosen mode is the one to fix)."""
+    mode, stage = ("strict", "strict") if strict else ("non-strict", "export")
+    with session.step(f"export ({mode})") as record:
+        try:
+            program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        except Exception as error:
+            record.outcome = "failed"
+            other = session.classified(error, stage, "export")
+            if other.page == finding.page and other.kind != "unclassified":
+                finding.evidence.append(f"{mode} export fails too: {first_line(error)}")
+            else:
+                read = f"see {other.page}" if other.kind != "unclassified" else "not in the catalog"
+                session.report.notes.append(
+                    f"{mode} export fails differently ({read}): `{first_line(error)}`"
+                )
+            return None
+        finally:
+            if strict:
+                torch._dynamo.reset()
+    session.report.notes.append(f"{mode} export succeeds: the checks below use the {mode} program")
+    return program
+
+
+def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding) -> None:
+    with session.step("draft_export") as record:
+        try:
+            program = torch.export.draft_export(
+                module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+            )
+        except Exception as error:
+            record.outcome = "failed"
+            later = session.classified(error, "export", "draft")
+            if later.kind == "unclassified":  # draft_export runs the real kernels too: a run failure
+                later = session.classified(error, "run", "draft")
+            if first_line(error) == finding.evidence[0] or later.kind == finding.kind:
+                record.detail = "stops at the same error"
+            elif later.kind == "unclassified":
+                record.detail = f"then fails: {first_line(error)}"
+            else:  # draft_export got past the first problem and met the next one
+                later.evidence[0] = "draft_export, past the first problem, then fails: " + later.evidence[0]
+                record.detail = f"then fails: {later.kind}"
+                session.add(later)
+            return
+        finally:
+            if strict:
+                torch._dynamo.reset()
+        failures = program._report.failures
+        record.detail = f"{len(failures)} problem(s)"
+    report_draft_failures(session, failures, finding)
+
+
+def _draft_entry(failure) -> str:
+    from torch.export._draft_export import FailureType
+
+    if failure.failure_type == FailureType.GUARD_ADDED:
+        return "constraints-violated"
+    # A relation (u0 > 2, Eq(u0, 0)) was a branch; anything else was needed as a plain int.
+    return (
+        "data-dependent-guard"
+        if re.search(r"[<>]|\b(Eq|Ne)\(", failure.data["expr"])
+        else "data-dependent-int"
+    )
+
+
+def report_draft_failures(session: Session, failures, finding: Finding) -> None:
+    """Group draft_export's failures by catalog entry: sites of the export error's own entry join its
+    evidence, other entries become findings of their own. Fake-kernel problems are not in the catalog."""
+    from torch.export._draft_export import FailureType
+
+    groups: dict[str, tuple[Finding | None, list[str]]] = {}
+    for failure in failures:
+        data = failure.data
+        if failure.failure_type in (FailureType.DATA_DEPENDENT_ERROR, FailureType.GUARD_ADDED):
+            frames = draft_frames(data.get("user_stack", []))
+            site = f"`{data['expr']}` at {frames[0]}" if frames else f"`{data['expr']}`"
+            key = _draft_entry(failure)
+            new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
+        else:
+            op = data.get("op", "?")
+            key = f"fake-kernel:{op}"
+            if failure.failure_type == FailureType.MISSING_FAKE_KERNEL:
+                title, site = f"torch.ops.{op} has no fake kernel", "draft_export ran the real kernel instead"
+            else:
+                title = f"the fake kernel of torch.ops.{op} disagrees with the real kernel"
+                site = str(data.get("reason"))
+            new = Finding.unclassified(title, [], "draft")
+        groups.setdefault(key, (new, []))[1].append(site)
+    for new, sites in groups.values():
+        target = new if new is not None else finding
+        sites = [site for site in sites if not _already_shown(target.evidence, site)]
+        if not sites:
+            continue
+        prefix = "draft_export: " if new is not None else "draft_export also found: "
+        target.evidence += [prefix + site for site in sites[:MAX_EXTRA_SITES]]
+        if len(sites) > MAX_EXTRA_SITES:
+            target.evidence.append(
+                f"... and {len(sites) - MAX_EXTRA_SITES} more (print `draft_export(...)._report`)"
+            )
+        if new is not None:
+            session.add(new)
+
+
+def _already_shown(evidence: list[str], site: str) -> bool:
+    """A draft site (`` `expr` at file:line in ...``) whose expression and place the evidence shows."""
+    expression, _, where = site.partition(" at ")
+    location = where.split(" in ")[0]
+    return any(expression.strip("`") in line for line in evidence) and any(
+        location in line for line in evidence
+    )
+
+
+def report_branches(session: Session, sites: list[BranchSite]) -> None:
+    """Branches export skipped: a skipped raise or assert is a finding, any other branch a note."""
+    notes = []
+    for site in sites:
+        if site.drops_a_check:
+            evidence = [
+                f"at {site.frame}",
+                f"export answers True there and skips {site.skipped}, which holds: "
+                + " | ".join(site.raises),
+                "the exported program accepts inputs that eager PyTorch rejects",
+            ]
+            session.add(Finding.from_entry(catalog.entry("dropped-input-check"), evidence, "branches"))
+        else:
+            skipped = f"skips {site.skipped}" if site.skipped else "may take another branch"
+            notes.append(
+                f"under export, `{site.frame.code}` ({site.frame.location}) {skipped}, which holds no raise or assert"
+            )
+    session.report.notes += notes[:MAX_NOTES]
+    if len(notes) > MAX_NOTES:
+        session.report.notes.append(f"... and {len(notes) - MAX_NOTES} more branches that ask a compile flag")

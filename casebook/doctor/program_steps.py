@@ -1,0 +1,242 @@
+"""The checks on an exported program: dimensions, runs against eager, decompositions, save/load,
+runtime asserts, and the TensorRT dry run."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import torch
+import torch.utils._pytree as pytree
+
+from .. import catalog
+from ..checks import compare_outputs
+from .frames import draft_frames
+from .program_checks import dimension_results, requested_dims, size_asserts
+from .report import Finding
+from .session import Session, first_line
+
+MAX_NOTES = 6
+
+
+def _call(program, args, kwargs):
+    with torch.no_grad():
+        return program.module()(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+
+
+def check_dims(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
+    with session.step("dynamic dims") as record:
+        results = dimension_results(program, requested_dims(module, args, kwargs, dynamic_shapes))
+        specialized = [result for result in results if result.static_size is not None]
+        for result in results:
+            if result.static_size is None:
+                want = result.requested
+                session.report.notes.append(
+                    f"`{want.label}` ({want.spec}) is dynamic: `{result.symbol}` in {result.value_range}"
+                )
+        if not specialized:
+            record.detail = f"{len(results)} requested, all dynamic" if results else "none requested"
+            return
+        record.outcome = "failed"
+        record.detail = f"{len(specialized)} of {len(results)} made static"
+        located = locate_specializations(session, module, args, kwargs, dynamic_shapes, specialized)
+    for result in specialized:
+        want = result.requested
+        evidence = [
+            f"`{want.label}` was asked to be {want.spec}; the program fixes it to {result.static_size}"
+        ]
+        if want.example_size in (0, 1):
+            evidence.append(
+                f"the example's size there is {want.example_size}, and export specializes sizes 0 and 1: "
+                "use an example with size ≥ 2"
+            )
+        evidence += [f"draft_export: fixed at {frame}" for frame in located.get(want.source, [])]
+        session.add(Finding.from_entry(catalog.entry("dynamic-dim-specialized"), evidence, "dynamic-dims"))
+
+
+def locate_specializations(
+    session: Session, module, args, kwargs, dynamic_shapes, specialized
+) -> dict[str, list]:
+    """Re-run draft_export with a named Dim for each specialized dimension: it then records the guards
+    that fixed them, with the lines that added them. Sizes 0 and 1 need no search (export fixes them)."""
+    from torch.export import Dim
+    from torch.export._draft_export import FailureType
+    from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
+
+    wanted = {(r.requested.leaf, r.requested.dim) for r in specialized if r.requested.example_size > 1}
+    if not wanted:
+        return {}
+    leaves = {id(leaf): index for index, leaf in enumerate(pytree.tree_leaves((args, kwargs)))}
+    combined = _combine_args(module, args, kwargs)
+    tree = type(dynamic_shapes)(combined.values()) if isinstance(dynamic_shapes, tuple | list) else combined
+
+    def named(path, value, spec):
+        if not isinstance(value, torch.Tensor) or spec is None:
+            return spec
+        leaf = leaves.get(id(value))
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        return {d: Dim(f"doctor_{leaf}_{d}") if (leaf, d) in wanted else s for d, s in items}
+
+    renamed = _tree_map_with_path(named, tree, dynamic_shapes, tree_name="inputs")
+    try:
+        program = torch.export.draft_export(module, args, kwargs, dynamic_shapes=renamed)
+    except Exception as error:  # the finding stands without the line; say why it is missing
+        session.report.notes.append(f"could not locate the line that fixed the size: `{first_line(error)}`")
+        return {}
+    located: dict[str, list] = {}
+    for failure in program._report.failures:
+        if failure.failure_type != FailureType.GUARD_ADDED:
+            continue
+        frames = draft_frames(failure.data.get("user_stack", []))
+        for source in failure.data.get("symbol_to_sources", {}).values():
+            if frames and frames[0] not in located.setdefault(source, []):
+                located[source].append(frames[0])
+    return located
+
+
+def check_runs(session: Session, program, model, inputs: list[tuple[str, tuple, dict, object]]) -> None:
+    """Run the program on the example and on each check input, and compare with eager."""
+    with session.step("run + parity") as record:
+        compared, worst = 0, 0.0
+        for label, args, kwargs, expected in inputs:
+            try:
+                actual = _call(program, args, kwargs)
+            except Exception as error:
+                record.outcome = "failed"
+                session.add(session.classified(error, "run", "run", context=f"on {label}:"))
+                continue
+            if label == "the example inputs":
+                session.ran_clean, session.example_output = True, actual
+            try:
+                leaves, diff = compare_outputs(expected, actual)
+            except AssertionError as error:
+                record.outcome = "failed"
+                lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+                evidence = [f"on {label}: {lines[0]}"] + lines[1:3]
+                session.add(Finding.from_entry(catalog.entry("parity-mismatch"), evidence, "parity", error))
+                continue
+            except Exception as error:  # the comparison itself could not take the outputs apart
+                record.outcome = "failed"
+                session.add(
+                    session.classified(error, "check", "parity", context=f"comparing outputs on {label}:")
+                )
+                continue
+            compared, worst = compared + 1, max(worst, diff)
+        record.detail = f"{compared} of {len(inputs)} input(s) equal to eager" + (
+            f", max |diff| {worst:.2g}" if compared else ""
+        )
+
+
+def check_decompositions(session: Session, program) -> None:
+    with session.step("run_decompositions") as record:
+        try:
+            program.run_decompositions()
+        except Exception as error:
+            record.outcome = "failed"
+            session.add(session.classified(error, "decompose", "decompose"))
+
+
+def check_save_load(session: Session, program, args, kwargs) -> None:
+    """Save and load the program; the loaded program must compute what the program computed."""
+    with session.step("save/load") as record:
+        try:
+            buffer = io.BytesIO()
+            torch.export.save(program, buffer)
+            buffer.seek(0)
+            loaded = torch.export.load(buffer)
+        except Exception as error:
+            record.outcome = "failed"
+            session.add(session.classified(error, "save-load", "save-load"))
+            return
+        if not session.ran_clean:
+            record.detail = "saved and loaded; not run, the program already failed on the example"
+            return
+        try:
+            actual = _call(loaded, args, kwargs)
+            compare_outputs(session.example_output, actual)
+        except AssertionError as error:
+            record.outcome = "failed"
+            evidence = [
+                "the loaded program differs from the program before saving: "
+                + str(error).strip().splitlines()[0]
+            ]
+            session.add(Finding.from_entry(catalog.entry("parity-mismatch"), evidence, "save-load", error))
+        except Exception as error:
+            record.outcome = "failed"
+            context = "the loaded program fails where the program before saving ran:"
+            session.add(session.classified(error, "run", "save-load", context=context))
+
+
+def check_runtime_asserts(session: Session, program) -> None:
+    with session.step("runtime asserts") as record:
+        asserts = size_asserts(program)
+        record.detail = f"{len(asserts)} on sizes known only at run time"
+    restrictive = [a for a in asserts if (a.lower_bound or 0) >= 2 and a.from_library_kernel]
+    if restrictive:
+        evidence = [
+            f"the program asserts `{found.expression}` on the size returned by {found.operator}"
+            + (f" at {found.frame}" if found.frame else "")
+            for found in restrictive
+        ]
+        evidence.append(
+            "inputs for which these operators return fewer elements fail with 'Runtime assertion failed'"
+        )
+        # A run that failed on one of these asserts is explained here: report it once.
+        for failed in [f for f in session.report.findings if f.kind == "runtime-assert-failed"]:
+            if any(
+                f"expression {found.expression} on node" in line
+                for found in restrictive
+                for line in failed.evidence
+            ):
+                session.report.findings.remove(failed)
+                evidence += ["it fails already: " + " ".join(failed.evidence[:2])]
+        session.add(
+            Finding.from_entry(catalog.entry("restrictive-runtime-assert"), evidence, "runtime-asserts")
+        )
+    empty_refused = [a for a in asserts if a.lower_bound == 1 and a.from_library_kernel]
+    for found in empty_refused:
+        session.report.notes.append(
+            f"the program refuses empty results from {found.operator} (it asserts `{found.expression}`): "
+            "if that operator can return nothing, its fake kernel should allow it (`min=0`)"
+        )
+    others = [a for a in asserts if a not in restrictive and a not in empty_refused]
+    if others:
+        shown = ", ".join(f"`{a.expression}`" for a in others[:MAX_NOTES])
+        more = f" and {len(others) - MAX_NOTES} more" if len(others) > MAX_NOTES else ""
+        session.report.notes.append(
+            f"the program checks at run time {shown}{more}: sizes known only at run time; an input that "
+            "breaks one fails with 'Runtime assertion failed'"
+        )
+
+
+def check_tensorrt(session: Session, program, args, kwargs) -> None:
+    from ..backends.trt_coverage import CoverageAnalysisError, coverage_report
+
+    if kwargs:
+        session.skip("TensorRT dry run", "the dry run takes positional inputs only")
+        return
+    with session.step("TensorRT dry run") as record:
+        try:
+            coverage = coverage_report(program, args)
+        except CoverageAnalysisError as error:
+            record.outcome = "failed"
+            session.add(
+                Finding.unclassified("the TensorRT dry run failed", [first_line(error)], "tensorrt", error)
+            )
+            return
+        record.detail = (
+            f"{coverage.analysis}: {coverage.supported_ops}/{coverage.total_ops} ops convertible, "
+            f"{coverage.trt_engine_count} engine(s)"
+        )
+        if coverage.unsupported_ops:
+            record.outcome = "failed"
+    if not coverage.unsupported_ops:
+        return
+    evidence = [
+        "no converter: " + ", ".join(f"{op} x{n}" for op, n in coverage.unsupported_ops.items()),
+        f"partition: {coverage.trt_engine_count} TensorRT engine(s) of {coverage.trt_block_sizes} ops, "
+        f"{coverage.torch_block_count} block(s) left to PyTorch",
+    ]
+    if coverage.analysis != "tensorrt":
+        evidence.append(f"dry run without TensorRT ({coverage.analysis}): no engine was built")
+    session.add(Finding.from_entry(catalog.entry("tensorrt-unsupported-ops"), evidence, "tensorrt"))

@@ -1,0 +1,211 @@
+"""What the doctor found: findings in the order to fix them, the steps it ran, and notes.
+
+A `Report` renders three ways: Markdown in a notebook, plain text in a terminal (``str``), and JSON
+(`Report.to_json`) for scripts and CI.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import catalog
+
+# Findings are listed most fundamental first: what stops export before what the program does wrong.
+_RANK = {
+    "callable": 0,
+    "export": 1,
+    "strict": 2,
+    "draft": 3,
+    "dynamic-dims": 4,
+    "run": 5,
+    "parity": 6,
+    "branches": 7,
+    "decompose": 8,
+    "save-load": 9,
+    "runtime-asserts": 10,
+    "tensorrt": 11,
+}
+
+UNCLASSIFIED = "unclassified"
+GENERIC_FIX = (
+    'run `torch.export.draft_export` to list every problem at once; `TORCH_LOGS="+dynamic"` shows where '
+    "each symbol is created and each guard added; `TORCH_TRACE=/tmp/trace` and then `tlparse` give a "
+    "browsable report; search the debugging playbook for the message"
+)
+
+
+@dataclass
+class Finding:
+    """One problem: its catalog id (``kind``), the page that fixes it, the fix, and the evidence.
+
+    ``evidence`` holds the error's first line (or what a check saw) and where it happened: the frame
+    outside torch, and the reader's own frame when that one is in a library. ``step`` is the doctor
+    step that met it; ``exception`` the raw exception, when there was one.
+    """
+
+    kind: str
+    title: str
+    page: str
+    fix: str
+    evidence: list[str]
+    step: str
+    exception: BaseException | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_entry(
+        cls, entry: catalog.Entry, evidence: list[str], step: str, exception: BaseException | None = None
+    ) -> Finding:
+        return cls(entry.id, entry.title, entry.page, entry.fix, evidence, step, exception)
+
+    @classmethod
+    def unclassified(
+        cls, title: str, evidence: list[str], step: str, exception: BaseException | None = None
+    ) -> Finding:
+        return cls(UNCLASSIFIED, title, catalog.PLAYBOOK_PAGE, GENERIC_FIX, evidence, step, exception)
+
+    def as_dict(self) -> dict[str, Any]:
+        exception = None
+        if self.exception is not None:
+            exception = f"{type(self.exception).__module__}.{type(self.exception).__qualname__}"
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "page": self.page,
+            "fix": self.fix,
+            "evidence": self.evidence,
+            "step": self.step,
+            "exception": exception,
+        }
+
+
+@dataclass
+class Step:
+    """One thing the doctor ran: its outcome ("passed", "failed", "not run") and how long it took."""
+
+    name: str
+    outcome: str
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass(repr=False)
+class Report:
+    """The doctor's verdict on one model: ``ok`` when nothing was found.
+
+    ``findings`` are problems, most fundamental first; ``notes`` are facts worth knowing that are not
+    problems in themselves (the ranges of dynamic dimensions, the checks the program makes at run
+    time); ``steps`` what ran, with timings; ``program`` the exported program, when export succeeded.
+    """
+
+    model: str
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    program: Any = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def seconds(self) -> float:
+        return sum(step.seconds for step in self.steps)
+
+    def kinds(self) -> list[str]:
+        """The findings' catalog ids, in report order."""
+        return [finding.kind for finding in self.findings]
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        self.findings.sort(key=lambda f: _RANK.get(f.step, len(_RANK)))
+
+    # ---------------------------------------------------------------- renderings
+    def _verdict(self) -> str:
+        if self.ok:
+            return f"{self.model}: exports and runs clean ({self.seconds:.1f} s)"
+        count = len(self.findings)
+        return f"{self.model}: {count} finding{'s' * (count != 1)} ({self.seconds:.1f} s)"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def __str__(self) -> str:
+        out = [self._verdict(), ""]
+        for number, finding in enumerate(self.findings, 1):
+            out.append(f"{number}. [{finding.kind}] {finding.title}")
+            out += [f"   {line}" for line in finding.evidence]
+            out.append(f"   fix: {_plain(finding.fix)}")
+            out.append(f"   read: {finding.page}")
+            out.append("")
+        if self.notes:
+            out.append("Notes:")
+            out += [f"  - {_plain(note)}" for note in self.notes]
+            out.append("")
+        out.append("Steps:")
+        out += [f"  {line}" for line in self._step_lines()]
+        return "\n".join(out)
+
+    def _step_lines(self) -> list[str]:
+        """One line per step that ran; the steps that did not run share one line with the reason."""
+        ran = [step for step in self.steps if step.outcome != "not run"]
+        width = max((len(step.name) for step in ran), default=0)
+        lines = [
+            f"{step.name:<{width}}  {step.outcome:<6} {step.seconds:6.1f} s"
+            + (f"  {step.detail}" if step.detail else "")
+            for step in ran
+        ]
+        skipped: dict[str, list[str]] = {}
+        for step in self.steps:
+            if step.outcome == "not run":
+                skipped.setdefault(step.detail, []).append(step.name)
+        lines += [f"not run ({reason}): {', '.join(names)}" for reason, names in skipped.items()]
+        return lines
+
+    def _repr_markdown_(self) -> str:
+        out = [f"**{_escape(self._verdict())}**", ""]
+        for number, finding in enumerate(self.findings, 1):
+            out.append(f"{number}. `{finding.kind}`: **{_escape(finding.title)}**")
+            out += [f"   - {_code(line)}" for line in finding.evidence]
+            out.append(f"   - fix: {finding.fix}")
+            out.append(f"   - read: `{finding.page}`")
+        if self.notes:
+            out += ["", "Notes:", ""] + [f"- {note}" for note in self.notes]
+        out += ["", "Steps:", "", "```text", *self._step_lines(), "```"]
+        return "\n".join(out)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "ok": self.ok,
+            "findings": [finding.as_dict() for finding in self.findings],
+            "notes": self.notes,
+            "steps": [
+                {"name": s.name, "outcome": s.outcome, "seconds": round(s.seconds, 3), "detail": s.detail}
+                for s in self.steps
+            ],
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.as_dict(), **({"indent": 2} | kwargs))
+
+
+def _plain(markdown: str) -> str:
+    return markdown.replace("`", "")
+
+
+def _escape(text: str) -> str:
+    """Markdown-escape `text` outside its code spans (inside them, a backslash would show)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code spans to keep
+        parts = [text.replace("`", "'")]
+    for index in range(0, len(parts), 2):
+        for char in "\\*_[]<>":
+            parts[index] = parts[index].replace(char, "\\" + char)
+    return "`".join(parts)
+
+
+def _code(line: str) -> str:
+    """An evidence line in Markdown: as code, unless it holds code spans of its own."""
+    return _escape(line) if "`" in line else f"`{line}`"

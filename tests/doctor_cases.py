@@ -1,0 +1,344 @@
+"""Minimal reproductions of every catalog entry, written after patterns readers meet on real models.
+
+`REPRODUCTIONS[entry_id]()` returns the keyword arguments of a `diagnose` call whose report must
+contain a finding of that kind, sent to that entry's page (`tests/test_doctor_catalog.py`). A new
+catalog entry needs a reproduction here. Each one names the real-world pattern it stands for.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torchvision
+from torch import nn
+from torch.export import Dim
+
+
+# ------------------------------------------------------------------ values known only at run time
+class KeepIfEnough(nn.Module):
+    """Post-processing that branches on how many values survive a mask (detector score filters)."""
+
+    def forward(self, x):
+        positives = x[x > 0]
+        if positives.shape[0] > 2:
+            return positives * 2
+        return positives
+
+
+class ScaleIfPositive(nn.Module):
+    """A branch on a tensor's value (`if x.sum() > 0`), as in normalization code."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+class PackedSizes(nn.Module):
+    """Deformable-DETR's `spatial_shapes`: feature sizes packed into a tensor, read back as ints."""
+
+    def forward(self, feature):
+        spatial_shapes = torch.as_tensor([feature.shape[-2:], feature.shape[-2:]])
+        height = int(spatial_shapes[0, 0])
+        return torch.linspace(0.5, height - 0.5, height)
+
+
+# ------------------------------------------------------------------ dynamic dimensions
+class Flatten2(nn.Module):
+    """A reshape to a fixed leading size (a head written for a batch of 2)."""
+
+    def forward(self, x):
+        return x.reshape(2, -1) * 2
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.linear(x).softmax(-1)
+
+
+# ------------------------------------------------------------------ pytrees
+class Instances:
+    """Stands for detectron2's `Instances`: a result class no pytree registration knows."""
+
+    def __init__(self, image_size, pred_boxes, scores):
+        self.image_size, self.pred_boxes, self.scores = image_size, pred_boxes, scores
+
+
+class ReturnsInstances(nn.Module):
+    """A detectron2-style model returning `Instances`."""
+
+    def forward(self, x):
+        return Instances((32, 32), x[:, :4], x[:, 4])
+
+
+class ModelOutputCache:
+    """Stands for a transformers `DynamicCache` that a decoder returns when `use_cache=True`."""
+
+    def __init__(self, keys):
+        self.keys = keys
+
+
+class ReturnsCache(nn.Module):
+    def forward(self, x):
+        return x * 2, ModelOutputCache(x)
+
+
+@dataclass
+class DetectorInput:
+    image: torch.Tensor
+    score_threshold: float
+
+
+class TakesDataclass(nn.Module):
+    """A predictor that takes its inputs as a dataclass."""
+
+    def forward(self, inputs: DetectorInput):
+        return inputs.image * (inputs.image > inputs.score_threshold)
+
+
+class Pair:
+    """A result class registered with `register_pytree_node` but without `flatten_with_keys_fn`."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+
+class ReturnsPair(nn.Module):
+    def forward(self, x):
+        return Pair(x + 1, x - 1)
+
+
+class Detections:
+    """A result class registered as a pytree node without a `serialized_type_name`."""
+
+    def __init__(self, boxes, scores):
+        self.boxes, self.scores = boxes, scores
+
+
+class ReturnsDetections(nn.Module):
+    def forward(self, x):
+        return Detections(x[:, :4], x[:, 4])
+
+
+def _register_once(cls: type, **extra) -> None:
+    import torch.utils._pytree as pytree
+
+    if cls not in pytree.SUPPORTED_NODES:
+        pytree.register_pytree_node(
+            cls, lambda obj: (list(vars(obj).values()), None), lambda children, _: cls(*children), **extra
+        )
+
+
+# ------------------------------------------------------------------ code export rejects
+class Predictor:
+    """SAM-style: the model is a predictor object whose method does the work."""
+
+    def __init__(self):
+        self.model = nn.Linear(4, 2)
+
+    def predict(self, x):
+        return self.model(x).sigmoid()
+
+
+class FloatsToPython(nn.Module):
+    """Box decoding that turns float tensors into Python lists (`.tolist()`)."""
+
+    def forward(self, x):
+        scale = x.mean(dim=0).tolist()
+        return x * scale[0]
+
+
+class CallerDepth(nn.Module):
+    """Logging or registry code that inspects the call stack inside forward."""
+
+    def forward(self, x):
+        depth = len(inspect.stack())
+        return x * depth
+
+
+class UsesNumpy(nn.Module):
+    """Pre-processing written with NumPy (`x.numpy()`) inside forward."""
+
+    def forward(self, x):
+        return torch.from_numpy(x.numpy() * 2)
+
+
+class MutatesAttribute(nn.Module):
+    """A prompt template stored as a plain tensor attribute and edited in place (BLIP-style)."""
+
+    def __init__(self):
+        super().__init__()
+        self.prompt = torch.zeros(4)
+
+    def forward(self, x):
+        self.prompt[0] = 1.0
+        return x + self.prompt
+
+
+# ------------------------------------------------------------------ running the program
+@torch.library.custom_op("casebook_tests::positive_rows", mutates_args=())
+def positive_rows(x: torch.Tensor) -> torch.Tensor:
+    """A custom kernel: the rows whose first value is positive."""
+    return x[x[:, 0] > 0].clone()
+
+
+@positive_rows.register_fake
+def _positive_rows_fake(x):
+    rows = torch.library.get_ctx().new_dynamic_size(min=1)  # its author assumed at least one row
+    return x.new_empty(rows, x.shape[1])
+
+
+class PositiveRows(nn.Module):
+    """A model around that custom kernel."""
+
+    def forward(self, x):
+        return positive_rows(x) * 2
+
+
+class Masks(nn.Module):
+    """SAM-style flag: one mask or three."""
+
+    def forward(self, x, multimask_output: bool = True):
+        return x[:, :3] if multimask_output else x[:, :1]
+
+
+class Scaled(nn.Module):
+    def forward(self, x, scale):
+        return x * scale
+
+
+# ------------------------------------------------------------------ problems that raise nothing
+class ChecksInputs(nn.Module):
+    """transformers-style: an input check skipped under `torch.compiler.is_compiling()`."""
+
+    def forward(self, x):
+        if not torch.compiler.is_compiling():
+            if (x < 0).any():
+                raise ValueError("negative pixel values")
+        return x.sqrt()
+
+
+class KeepAfterNms(nn.Module):
+    """Detection post-processing with torchvision's `nms` (its stock fake kernel)."""
+
+    def forward(self, boxes, scores):
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        return boxes[keep], scores[keep]
+
+
+def _boxes() -> tuple[torch.Tensor, torch.Tensor]:
+    boxes = torch.tensor([[0.0, 0, 10, 10], [20, 20, 30, 30], [0, 0, 9, 9], [40, 40, 50, 60]])
+    return boxes, torch.tensor([0.9, 0.8, 0.7, 0.6])
+
+
+# ------------------------------------------------------------------ outside the catalog
+class ReadsDataPointer(nn.Module):
+    """A custom-kernel wrapper that checks alignment through `data_ptr()`."""
+
+    def forward(self, x):
+        if x.data_ptr() % 16:
+            x = x.clone()
+        return x * 2
+
+
+def _rows(n: int = 3) -> torch.Tensor:
+    return torch.arange(n * 5, dtype=torch.float32).reshape(n, 5) / 10
+
+
+REPRODUCTIONS: dict[str, Callable[[], dict]] = {
+    "data-dependent-guard": lambda: {"model": KeepIfEnough(), "args": (torch.tensor([1.0, -2.0, 3.0, 4.0]),)},
+    "data-dependent-branch-strict": lambda: {
+        "model": ScaleIfPositive(),
+        "args": (torch.ones(3),),
+        "strict": True,
+    },
+    "data-dependent-int": lambda: {"model": PackedSizes(), "args": (torch.rand(1, 4, 6, 8),)},
+    "size-one-specialized": lambda: {
+        "model": Classifier(),
+        "args": (torch.rand(1, 8),),
+        "dynamic_shapes": ({0: Dim("batch")},),
+    },
+    "constraints-violated": lambda: {
+        "model": Flatten2(),
+        "args": (torch.rand(2, 8),),
+        "dynamic_shapes": ({0: Dim("batch")},),
+    },
+    "cache-output": lambda: {"model": ReturnsCache(), "args": (torch.rand(2, 3),)},
+    "unflattenable-output": lambda: {"model": ReturnsInstances(), "args": (_rows(),)},
+    "unflattenable-output-strict": lambda: {"model": ReturnsInstances(), "args": (_rows(),), "strict": True},
+    "unsupported-input-type": lambda: {
+        "model": TakesDataclass(),
+        "args": (DetectorInput(torch.rand(3), 0.5),),
+    },
+    "unsupported-input-type-strict": lambda: {
+        "model": TakesDataclass(),
+        "args": (DetectorInput(torch.rand(3), 0.5),),
+        "strict": True,
+    },
+    "missing-flatten-with-keys": lambda: (
+        _register_once(Pair),
+        {"model": ReturnsPair(), "args": (torch.rand(3),)},
+    )[1],
+    "pytree-serialization-name": lambda: (
+        _register_once(Detections, flatten_with_keys_fn=_detections_with_keys),
+        {"model": ReturnsDetections(), "args": (_rows(),)},
+    )[1],
+    "non-module-callable": lambda: {"model": Predictor().predict, "args": (torch.rand(2, 4),)},
+    "tolist-float": lambda: {"model": FloatsToPython(), "args": (torch.rand(3, 2),), "strict": True},
+    "skipped-function": lambda: {"model": CallerDepth(), "args": (torch.rand(3),), "strict": True},
+    "numpy-in-forward": lambda: {"model": UsesNumpy(), "args": (torch.rand(3),)},
+    "constant-mutated": lambda: {"model": MutatesAttribute(), "args": (torch.rand(4),)},
+    "runtime-assert-failed": lambda: {
+        "model": PositiveRows(),
+        "args": (_rows() - 0.5,),
+        "check_inputs": [(-_rows() - 1,)],
+    },
+    "static-dim-guard": lambda: {
+        "model": Classifier().eval(),
+        "args": (torch.rand(2, 8),),
+        "check_inputs": [(torch.rand(4, 8),)],
+    },
+    "baked-argument-guard": lambda: {
+        "model": Masks(),
+        "args": (torch.rand(2, 4),),
+        "kwargs": {"multimask_output": False},
+        "check_inputs": [{"args": (torch.rand(2, 4),), "kwargs": {"multimask_output": True}}],
+    },
+    "kwarg-mismatch": lambda: {
+        "model": Scaled(),
+        "args": (),
+        "kwargs": {"x": torch.rand(3), "scale": torch.tensor(2.0)},
+        "check_inputs": [(torch.rand(3), torch.tensor(2.0))],
+    },
+    "dynamic-dim-specialized": lambda: {
+        "model": Flatten2(),
+        "args": (torch.rand(2, 8),),
+        "dynamic_shapes": ({0: Dim.AUTO, 1: Dim.AUTO},),
+    },
+    "dropped-input-check": lambda: {"model": ChecksInputs(), "args": (torch.rand(3),)},
+    "parity-mismatch": lambda: {"model": CallerDepth(), "args": (torch.rand(3),)},
+    "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
+    "tensorrt-unsupported-ops": lambda: {"model": KeepAfterNms(), "args": _boxes(), "tensorrt": True},
+}
+
+
+def _detections_with_keys(obj):
+    from torch.utils._pytree import GetAttrKey
+
+    return [(GetAttrKey("boxes"), obj.boxes), (GetAttrKey("scores"), obj.scores)], None
+
+
+UNCLASSIFIED = lambda: {"model": ReadsDataPointer(), "args": (torch.rand(4),)}  # noqa: E731
+CLEAN = lambda: {  # noqa: E731
+    "model": Classifier().eval(),
+    "args": (torch.rand(4, 8),),
+    "dynamic_shapes": ({0: Dim("batch", min=1, max=64)},),
+    "check_inputs": [(torch.rand(1, 8),), (torch.rand(9, 8),)],
+}

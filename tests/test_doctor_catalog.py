@@ -1,0 +1,68 @@
+"""The doctor sends a minimal reproduction of every catalog entry to that entry's page.
+
+The reproductions (`tests/doctor_cases.py`) follow patterns readers hit on real models; a new catalog
+entry without one fails `test_every_entry_has_a_reproduction`. An error outside the catalog is
+`unclassified` and sent to the playbook, and a clean model gives `ok` with no findings.
+"""
+
+import pytest
+from doctor_cases import CLEAN, REPRODUCTIONS, UNCLASSIFIED, Detections, Pair
+
+from casebook import catalog
+from casebook.doctor import diagnose
+from casebook.pytree_nodes import unregister_nodes
+
+# The dry run starts a Torch-TensorRT worker process (seconds); every other case takes under a second.
+SLOW = {"tensorrt-unsupported-ops"}
+
+
+@pytest.fixture(autouse=True)
+def _unregister_test_pytrees():
+    yield
+    unregister_nodes(Pair, Detections)
+
+
+def test_every_entry_has_a_reproduction():
+    missing = sorted(set(catalog.BY_ID) - set(REPRODUCTIONS))
+    extra = sorted(set(REPRODUCTIONS) - set(catalog.BY_ID))
+    assert not missing, f"catalog entries without a reproduction in tests/doctor_cases.py: {missing}"
+    assert not extra, f"reproductions of entries the catalog does not have: {extra}"
+
+
+@pytest.mark.parametrize(
+    "entry_id", [pytest.param(i, marks=pytest.mark.slow) if i in SLOW else i for i in REPRODUCTIONS]
+)
+def test_doctor_sends_the_reproduction_to_the_entry_page(entry_id):
+    entry = catalog.entry(entry_id)
+    report = diagnose(**REPRODUCTIONS[entry_id]())
+    matching = [finding for finding in report.findings if finding.kind == entry_id]
+    assert matching, f"expected a {entry_id!r} finding, got {report.kinds()}:\n{report}"
+    finding = matching[0]
+    assert finding.page == entry.page
+    assert finding.fix == entry.fix and finding.evidence, finding
+    assert not report.ok
+    unclassified = [f for f in report.findings if f.kind == "unclassified"]
+    assert not unclassified, f"the reproduction of {entry_id!r} also gave unclassified findings:\n{report}"
+
+
+def test_an_error_outside_the_catalog_is_unclassified_and_sent_to_the_playbook():
+    report = diagnose(**UNCLASSIFIED())
+    assert report.kinds() == ["unclassified"], report
+    finding = report.findings[0]
+    assert finding.page == catalog.PLAYBOOK_PAGE
+    assert "draft_export" in finding.fix and "TORCH_LOGS" in finding.fix and "tlparse" in finding.fix
+    assert finding.evidence[0].startswith("RuntimeError: Cannot access data pointer of Tensor")
+    assert any("doctor_cases.py" in line and "data_ptr()" in line for line in finding.evidence), (
+        finding.evidence
+    )
+    assert isinstance(finding.exception, RuntimeError)
+
+
+def test_a_clean_model_is_ok_with_no_findings():
+    report = diagnose(**CLEAN())
+    assert report.ok and report.findings == [], report
+    assert [step.outcome for step in report.steps] == ["passed"] * len(report.steps)
+    assert report.program is not None
+    assert any("`x.shape[0]` (Dim('batch', max=64)) is dynamic" in note for note in report.notes), (
+        report.notes
+    )
