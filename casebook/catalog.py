@@ -151,8 +151,8 @@ ENTRIES: tuple[Entry, ...] = (
         exceptions=(USER_ERROR,),
         stages=("export", "strict"),
         means="a dynamic dimension's example has size 1, and export specializes sizes 0 and 1",
-        fix="an example with size ≥ 2 (and `Dim(..., min=1)` if size 1 must be accepted), or "
-        "`torch.fx.experimental._config.patch(backed_size_oblivious=True)` where the model allows it",
+        fix="an example with size ≥ 2, or `torch.fx.experimental._config.patch(backed_size_oblivious=True)` "
+        "where the model allows it",
         page="notebooks/static_shapes_and_dynamic_dims",
     ),
     Entry(
@@ -266,7 +266,7 @@ ENTRIES: tuple[Entry, ...] = (
         id="non-module-callable",
         group="code",
         title="The model is not an `nn.Module`",
-        message="got <class 'method'>",
+        message="to be an instance of `torch.nn.Module`, got <class 'method'>",
         pattern=r"to be an instance of `?torch\.nn\.Module`?, got",
         raised_as="`ValueError` from `torch.export.export`",
         exceptions=("ValueError",),
@@ -478,7 +478,10 @@ def _doc_link(page: str, label: str | None) -> str:
 
 def playbook_entry(item: Entry) -> str:
     """One entry as a definition-list item: the quoted message (or the title), then labelled lines."""
-    term = f"`{item.message}`" if item.message else item.title
+    # A message that holds backticks itself is quoted with a double-backtick code span.
+    fence = "``" if item.message and "`" in item.message else "`"
+    pad = " " if fence == "``" else ""
+    term = f"{fence}{pad}{item.message}{pad}{fence}" if item.message else item.title
     lines = [term]
     if item.raised_as:
         lines.append(f": **Raised as** {item.raised_as}\\")

@@ -5,7 +5,9 @@ in ``_build/.jupyter_cache``). A page's outputs also depend on the ``casebook`` 
 so when one of those changes, its cached outputs may no longer be what the code computes. This
 script finds, for every page, the ``casebook`` modules its code cells import (and, transitively,
 what those import), hashes their sources, and removes the cached outputs of the pages whose hash
-changed since the last build. Pages that do not use the changed module keep their cache.
+changed since the last build. Pages that do not use the changed module keep their cache. Sphinx
+re-reads (and so re-executes) a page only when its source is newer than its last read, so the
+stale pages' sources are touched too; without that, their dropped outputs were never recomputed.
 
 Usage: ``python scripts/stale_pages.py [--dry-run]`` (``make build`` runs it before building).
 """
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         dropped = drop_cached_outputs(
             get_cache(CACHE), [REPO_ROOT / page for page in stale], dry_run=args.dry_run
         )
+        if not args.dry_run:
+            mark_for_rereading(dropped)
         for page in dropped:
             print(
                 f"stale_pages: {page.relative_to(REPO_ROOT)}: helper code it imports changed; cached outputs dropped"
@@ -141,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         DIGESTS.parent.mkdir(parents=True, exist_ok=True)
         DIGESTS.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
     return 0
+
+
+def mark_for_rereading(pages: list[Path]) -> None:
+    """Touch the pages' sources so that Sphinx reads (and myst-nb executes) them again."""
+    for page in pages:
+        page.touch()
 
 
 def drop_cached_outputs(cache, pages: list[Path], *, dry_run: bool = False) -> list[Path]:

@@ -48,13 +48,17 @@ class PackedSizes(nn.Module):
 
 # ------------------------------------------------------------------ dynamic dimensions
 class Flatten2(nn.Module):
-    """A reshape to a fixed leading size (a head written for a batch of 2)."""
+    """A reshape to a fixed leading size (a head written for a batch of 2). With `Dim.AUTO` the batch
+    silently becomes static, as in pytorch/pytorch#151094 (a `reshape([batch_size, -1])`)."""
 
     def forward(self, x):
         return x.reshape(2, -1) * 2
 
 
 class Classifier(nn.Module):
+    """A classifier head; with a batch-1 example and `Dim("batch")` it fails as ResNet-50 does in
+    pytorch/pytorch#133653 ("inferred to be a constant (1)")."""
+
     def __init__(self):
         super().__init__()
         self.linear = nn.Linear(8, 3)
@@ -72,7 +76,7 @@ class Instances:
 
 
 class ReturnsInstances(nn.Module):
-    """A detectron2-style model returning `Instances`."""
+    """A detectron2-style model returning `Instances` (outputs export cannot flatten: pytorch/pytorch#140615)."""
 
     def forward(self, x):
         return Instances((32, 32), x[:, :4], x[:, 4])
@@ -97,7 +101,7 @@ class DetectorInput:
 
 
 class TakesDataclass(nn.Module):
-    """A predictor that takes its inputs as a dataclass."""
+    """A predictor that takes its inputs as an unregistered dataclass (pytorch/pytorch#147400)."""
 
     def forward(self, inputs: DetectorInput):
         return inputs.image * (inputs.image > inputs.score_threshold)
@@ -171,7 +175,8 @@ class UsesNumpy(nn.Module):
 
 
 class MutatesAttribute(nn.Module):
-    """A prompt template stored as a plain tensor attribute and edited in place (BLIP-style)."""
+    """A prompt template stored as a plain tensor attribute and edited in place (BLIP-style; export
+    passes and run_decompositions raises, as for the captured statistics of pytorch/pytorch#197096)."""
 
     def __init__(self):
         super().__init__()
@@ -226,7 +231,8 @@ class ChecksInputs(nn.Module):
 
 
 class KeepAfterNms(nn.Module):
-    """Detection post-processing with torchvision's `nms` (its stock fake kernel)."""
+    """Detection post-processing with torchvision's `nms`, whose stock fake kernel bounds the number
+    of kept boxes below by 2 (the `[2, ...]` range in pytorch/pytorch#121036, torchvision's RPN)."""
 
     def forward(self, boxes, scores):
         keep = torchvision.ops.nms(boxes, scores, 0.5)
@@ -240,7 +246,8 @@ def _boxes() -> tuple[torch.Tensor, torch.Tensor]:
 
 # ------------------------------------------------------------------ outside the catalog
 class ReadsDataPointer(nn.Module):
-    """A custom-kernel wrapper that checks alignment through `data_ptr()`."""
+    """A custom-kernel wrapper that checks alignment through `data_ptr()`, which fake tensors refuse
+    since pytorch/pytorch#122514; the book has no page on it, so the doctor must not guess one."""
 
     def forward(self, x):
         if x.data_ptr() % 16:

@@ -88,6 +88,8 @@ def test_playbook_entry_is_a_definition_list_item():
     # Every line but the last ends with a hard line break, so the labels stay on lines of their own.
     assert all(line.endswith("\\") for line in text.splitlines()[1:-1])
     assert re.search(r"\*\*Doctor id\*\* `data-dependent-guard`$", text)
+    with_backticks = catalog.playbook_entry(catalog.entry("non-module-callable"))
+    assert with_backticks.startswith("`` to be an instance of `torch.nn.Module`, got <class 'method'> ``\n")
 
 
 def test_exception_names_match_real_classes():

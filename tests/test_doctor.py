@@ -122,6 +122,7 @@ def test_report_renders_as_text_markdown_and_json():
     )
     markdown = report._repr_markdown_()
     assert "1. `data-dependent-guard`: **Python branches on a value known only at run time**" in markdown
+    assert "   - read: [notebooks/data_dependent_guards](/notebooks/data_dependent_guards.md)" in markdown
     assert "```text" in markdown
     data = json.loads(report.to_json())
     assert data["ok"] is False and data["model"] == "KeepIfEnough"

@@ -43,3 +43,13 @@ def test_drop_cached_outputs_removes_only_the_named_pages(tmp_path):
     assert len(cache.list_cache_records()) == 2
     assert stale_pages.drop_cached_outputs(cache, [pages[0]]) == [pages[0]]
     assert [record.uri for record in cache.list_cache_records()] == [str(pages[1])]
+
+
+def test_dropped_pages_are_touched_so_that_sphinx_reads_them_again(tmp_path):
+    import os
+
+    page = tmp_path / "a.md"
+    page.write_text("# A\n")
+    os.utime(page, (1_000_000, 1_000_000))
+    stale_pages.mark_for_rereading([page])
+    assert page.stat().st_mtime > 1_000_000

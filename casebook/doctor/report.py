@@ -160,7 +160,8 @@ class Report:
         for step in self.steps:
             if step.outcome == "not run":
                 skipped.setdefault(step.detail, []).append(step.name)
-        lines += [f"not run ({reason}): {', '.join(names)}" for reason, names in skipped.items()]
+        for reason, names in skipped.items():
+            lines += [f"not run: {', '.join(names)}", f"  ({reason})"]
         return lines
 
     def _repr_markdown_(self) -> str:
@@ -169,7 +170,8 @@ class Report:
             out.append(f"{number}. `{finding.kind}`: **{_escape(finding.title)}**")
             out += [f"   - {_code(line)}" for line in finding.evidence]
             out.append(f"   - fix: {finding.fix}")
-            out.append(f"   - read: `{finding.page}`")
+            # A path from the book's root: a link on the built site, and in Jupyter started at the root.
+            out.append(f"   - read: [{finding.page}](/{finding.page}.md)")
         if self.notes:
             out += ["", "Notes:", ""] + [f"- {note}" for note in self.notes]
         out += ["", "Steps:", "", "```text", *self._step_lines(), "```"]
