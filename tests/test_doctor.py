@@ -139,6 +139,19 @@ def test_the_doctor_prints_nothing_while_it_works(capfd):
     assert out == "" and err == "", (out[-500:], err[-500:])
 
 
+def test_a_function_is_wrapped_with_its_signature_so_dynamic_shapes_still_apply():
+    def scale(x, factor):
+        return x * factor
+
+    report = diagnose(
+        scale, (torch.rand(3, 2), torch.tensor(2.0)), dynamic_shapes={"x": {0: Dim("n")}, "factor": None}
+    )
+    assert report.kinds() == ["non-module-callable"], report
+    assert any("`x.shape[0]` (Dim('n')) is dynamic" in note for note in report.notes), report.notes
+    builtin = diagnose(torch.relu, (torch.rand(3),))  # no Python signature: wrapped all the same
+    assert builtin.kinds() == ["non-module-callable"], builtin
+
+
 # ------------------------------------------------------------------ branch reading
 @pytest.mark.parametrize(
     ("test", "skipped"),

@@ -186,13 +186,17 @@ class CallableAsModule(torch.nn.Module):
 def wrap_callable(function: Callable) -> torch.nn.Module:
     """A `CallableAsModule` whose ``forward`` has the callable's signature, so that `dynamic_shapes`
     written for the callable's parameters apply unchanged."""
-    signature = inspect.signature(function)
-    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
 
     def forward(self, *args, **kwargs):
         return self.function(*args, **kwargs)
 
-    forward.__signature__ = signature.replace(parameters=[self_parameter, *signature.parameters.values()])
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin without a signature: dynamic_shapes by position only
+        signature = None
+    if signature is not None:
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        forward.__signature__ = signature.replace(parameters=[self_parameter, *signature.parameters.values()])
     wrapper = type(f"{_model_name(function)}AsModule", (CallableAsModule,), {"forward": forward})
     return wrapper(function)
 
