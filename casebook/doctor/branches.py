@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import linecache
 import sys
 from collections.abc import Iterator
@@ -63,8 +64,9 @@ def _caller_frames(start) -> Iterator:
 
 def _record(sites: dict, python_frame) -> None:
     """Find the `if` (at most a few wrapper frames out) that asked the flag, once per source line."""
-    outside = [f for f in _caller_frames(python_frame) if is_user_code(f.f_code.co_filename)]
-    for candidate in outside[:_MAX_WRAPPERS]:
+    # Lazily: torch's own code asks the flags often during export, and the stack is deep.
+    outside = (f for f in _caller_frames(python_frame) if is_user_code(f.f_code.co_filename))
+    for candidate in itertools.islice(outside, _MAX_WRAPPERS):
         path, line = candidate.f_code.co_filename, candidate.f_lineno
         site = _cached_site(path, line, candidate.f_code.co_name, len(linecache.getlines(path)))
         if site is not None:

@@ -88,7 +88,7 @@ def diagnose(
                 "dynamic dims",
                 lambda: program_steps.check_dims(session, module, program, args, kwargs, dynamic_shapes),
             ),
-            ("run + parity", lambda: program_steps.check_runs(session, program, model, runs)),
+            ("run + parity", lambda: program_steps.check_runs(session, program, runs)),
             ("run_decompositions", lambda: program_steps.check_decompositions(session, program)),
             ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
             ("runtime asserts", lambda: program_steps.check_runtime_asserts(session, program)),

@@ -18,36 +18,56 @@ MAX_EXTRA_SITES = 8
 MAX_NOTES = 6
 
 
+def _mode(strict: bool) -> tuple[str, str]:
+    """(the mode's name in the report, the catalog stage its errors are classified at)."""
+    return ("strict", "strict") if strict else ("non-strict", "export")
+
+
+@contextlib.contextmanager
+def _dynamo_reset_after(strict: bool):
+    """Strict export leaves TorchDynamo caches behind; clear them so they do not leak into later steps."""
+    try:
+        yield
+    finally:
+        if strict:
+            torch._dynamo.reset()
+
+
+def _try_export(module, args, kwargs, dynamic_shapes, strict: bool):
+    """(program, None) or (None, the exception)."""
+    with _dynamo_reset_after(strict):
+        try:
+            return torch.export.export(
+                module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+            ), None
+        except Exception as error:
+            return None, error
+
+
 def export(
     session: Session, module, args, kwargs, dynamic_shapes, *, strict: bool, compare: bool, draft: bool
 ):
     """Export in the chosen mode; on failure compare with the other mode and run `draft_export`.
     Returns the program, or None."""
-    mode, stage = ("strict", "strict") if strict else ("non-strict", "export")
-    finding = None
+    mode, stage = _mode(strict)
     # Strict export traces the flags with TorchDynamo, which must see the real functions.
     spy = contextlib.nullcontext([]) if strict else flag_spy()
+    finding = None
     with session.step(f"export ({mode})") as record, spy as sites:
-        try:
-            program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-        except Exception as error:
+        program, error = _try_export(module, args, kwargs, dynamic_shapes, strict)
+        if error is not None:
             record.outcome = "failed"
             finding = session.classified(error, stage, "export")
             session.add(finding)
-            program = None
-        finally:
-            if strict:
-                torch._dynamo.reset()
     report_branches(session, sites)
     if program is not None:
         return program
-    other = "non-strict" if strict else "strict"
     if compare:
         program = export_other_mode(session, module, args, kwargs, dynamic_shapes, not strict, finding)
         if program is not None:
             return program
     else:
-        session.skip(f"export ({other})", "compare=False")
+        session.skip(f"export ({_mode(not strict)[0]})", "compare=False")
     if draft:
         run_draft(session, module, args, kwargs, dynamic_shapes, strict, finding)
     else:
@@ -58,11 +78,10 @@ def export(
 def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding):
     """The other export mode, to compare: the same problem joins the finding's evidence; another
     problem is a note (the reader's chosen mode is the one to fix)."""
-    mode, stage = ("strict", "strict") if strict else ("non-strict", "export")
+    mode, stage = _mode(strict)
     with session.step(f"export ({mode})") as record:
-        try:
-            program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-        except Exception as error:
+        program, error = _try_export(module, args, kwargs, dynamic_shapes, strict)
+        if error is not None:
             record.outcome = "failed"
             other = session.classified(error, stage, "export")
             if other.page == finding.page and other.kind != "unclassified":
@@ -73,22 +92,19 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
                     f"{mode} export fails differently ({read}): `{first_line(error)}`"
                 )
             return None
-        finally:
-            if strict:
-                torch._dynamo.reset()
     session.report.notes.append(f"{mode} export succeeds: the checks below use the {mode} program")
     return program
 
 
 def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding) -> None:
-    with session.step("draft_export") as record:
+    with session.step("draft_export") as record, _dynamo_reset_after(strict):
         try:
             program = torch.export.draft_export(
                 module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict
             )
         except Exception as error:
             record.outcome = "failed"
-            later = session.classified(error, "export", "draft")
+            later = session.classified(error, _mode(strict)[1], "draft")
             if later.kind == "unclassified":  # draft_export runs the real kernels too: a run failure
                 later = session.classified(error, "run", "draft")
             if first_line(error) == finding.evidence[0] or later.kind == finding.kind:
@@ -100,9 +116,6 @@ def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bo
                 record.detail = f"then fails: {later.kind}"
                 session.add(later)
             return
-        finally:
-            if strict:
-                torch._dynamo.reset()
         failures = program._report.failures
         record.detail = f"{len(failures)} problem(s)"
     report_draft_failures(session, failures, finding)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,37 +63,63 @@ def _asks_dynamic(spec: Any) -> bool:
     return isinstance(spec, Dim)
 
 
-def requested_dims(model, args: tuple, kwargs: dict, dynamic_shapes) -> list[RequestedDim]:
-    """Every dimension `dynamic_shapes` asks to be dynamic (named `Dim`, `Dim.AUTO`, `Dim.DYNAMIC`)."""
-    if not dynamic_shapes:
-        return []
+def map_dim_specs(model, args: tuple, kwargs: dict, dynamic_shapes, function: Callable):
+    """Walk `dynamic_shapes` along the inputs it describes, the way torch.export pairs them, and
+    return it rebuilt from what `function` returns.
+
+    `function(name, leaf, tensor, spec)` is called for every tensor input with a spec: ``name`` is
+    the input as the reader writes it (``images[0]``), ``leaf`` its position among the flattened
+    (args, kwargs) (the order of the program's user inputs). Other inputs keep their spec.
+    """
     combined = _combine_args(model, args, kwargs)
     names = list(combined)
     tree = type(dynamic_shapes)(combined.values()) if isinstance(dynamic_shapes, tuple | list) else combined
     leaves = {id(leaf): index for index, leaf in enumerate(pytree.tree_leaves((args, kwargs)))}
-    found: list[RequestedDim] = []
 
     def visit(path, value, spec):
-        if not isinstance(value, torch.Tensor) or spec is None or value.dim() == 0:
-            return
-        per_dim = spec.items() if isinstance(spec, dict) else enumerate(spec)
-        first, rest = path[0], path[1:]
+        if not isinstance(value, torch.Tensor) or spec is None:
+            return spec
+        first = path[0]
         top = names[first.idx] if isinstance(first, pytree.SequenceKey) else first.key
-        inner = pytree.keystr(rest)
-        for dim, dim_spec in per_dim:
-            if _asks_dynamic(dim_spec):
-                found.append(
-                    RequestedDim(
-                        name=f"{top}{inner}",
-                        source=f"L['{top}']{inner}.size()[{dim}]",
-                        leaf=leaves.get(id(value), -1),
-                        dim=dim,
-                        spec=_spec_text(dim_spec),
-                        example_size=int(value.shape[dim]),
-                    )
-                )
+        return function(f"{top}{pytree.keystr(path[1:])}", leaves.get(id(value), -1), value, spec)
 
-    _tree_map_with_path(visit, tree, dynamic_shapes, tree_name="inputs")
+    return _tree_map_with_path(visit, tree, dynamic_shapes, tree_name="inputs")
+
+
+def dim_items(spec) -> list[tuple[int, Any]]:
+    """(dimension, spec) pairs of one tensor's spec: a dict by dimension, or a tuple/list in order."""
+    return list(spec.items() if isinstance(spec, dict) else enumerate(spec))
+
+
+def source_name(name: str, dim: int) -> str:
+    """How export names a dimension in its messages and logs: ``L['images'][0].size()[1]``."""
+    top, bracket, inner = name.partition("[")
+    return f"L['{top}']{bracket}{inner}.size()[{dim}]"
+
+
+def requested_dims(model, args: tuple, kwargs: dict, dynamic_shapes) -> list[RequestedDim]:
+    """Every dimension `dynamic_shapes` asks to be dynamic (named `Dim`, `Dim.AUTO`, `Dim.DYNAMIC`)."""
+    if not dynamic_shapes:
+        return []
+    found: list[RequestedDim] = []
+
+    def record(name, leaf, tensor, spec):
+        if tensor.dim() > 0:
+            found.extend(
+                RequestedDim(
+                    name=name,
+                    source=source_name(name, dim),
+                    leaf=leaf,
+                    dim=dim,
+                    spec=_spec_text(dim_spec),
+                    example_size=int(tensor.shape[dim]),
+                )
+                for dim, dim_spec in dim_items(spec)
+                if _asks_dynamic(dim_spec)
+            )
+        return spec
+
+    map_dim_specs(model, args, kwargs, dynamic_shapes, record)
     return found
 
 

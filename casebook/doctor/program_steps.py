@@ -7,12 +7,11 @@ import copy
 import io
 
 import torch
-import torch.utils._pytree as pytree
 
 from .. import catalog
 from ..checks import compare_outputs
 from .frames import draft_frames
-from .program_checks import dimension_results, requested_dims, size_asserts
+from .program_checks import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding
 from .session import Session, first_line
 
@@ -61,23 +60,15 @@ def locate_specializations(
     that fixed them, with the lines that added them. Sizes 0 and 1 need no search (export fixes them)."""
     from torch.export import Dim
     from torch.export._draft_export import FailureType
-    from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
 
     wanted = {(r.requested.leaf, r.requested.dim) for r in specialized if r.requested.example_size > 1}
     if not wanted:
         return {}
-    leaves = {id(leaf): index for index, leaf in enumerate(pytree.tree_leaves((args, kwargs)))}
-    combined = _combine_args(module, args, kwargs)
-    tree = type(dynamic_shapes)(combined.values()) if isinstance(dynamic_shapes, tuple | list) else combined
 
-    def named(path, value, spec):
-        if not isinstance(value, torch.Tensor) or spec is None:
-            return spec
-        leaf = leaves.get(id(value))
-        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
-        return {d: Dim(f"doctor_{leaf}_{d}") if (leaf, d) in wanted else s for d, s in items}
+    def named(name, leaf, tensor, spec):
+        return {d: Dim(f"doctor_{leaf}_{d}") if (leaf, d) in wanted else s for d, s in dim_items(spec)}
 
-    renamed = _tree_map_with_path(named, tree, dynamic_shapes, tree_name="inputs")
+    renamed = map_dim_specs(module, args, kwargs, dynamic_shapes, named)
     try:
         program = torch.export.draft_export(module, args, kwargs, dynamic_shapes=renamed)
     except Exception as error:  # the finding stands without the line; say why it is missing
@@ -94,7 +85,7 @@ def locate_specializations(
     return located
 
 
-def check_runs(session: Session, program, model, inputs: list[tuple[str, tuple, dict, object]]) -> None:
+def check_runs(session: Session, program, inputs: list[tuple[str, tuple, dict, object]]) -> None:
     """Run the program on the example and on each check input, and compare with eager."""
     with session.step("run + parity") as record:
         compared, worst = 0, 0.0
@@ -106,7 +97,7 @@ def check_runs(session: Session, program, model, inputs: list[tuple[str, tuple, 
                 session.add(session.classified(error, "run", "run", context=f"on {label}:"))
                 continue
             if label == "the example inputs":
-                session.ran_clean, session.example_output = True, actual
+                session.example_output = actual
             try:
                 leaves, diff = compare_outputs(expected, actual)
             except AssertionError as error:

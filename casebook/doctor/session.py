@@ -13,6 +13,7 @@ from .frames import error_frames, where_lines
 from .report import Finding, Report, Step
 
 NO_PROGRAM = "no exported program: fix the findings above first"
+_NOT_RUN = object()  # `example_output` before the program ran (None is an output a model may return)
 
 
 # Some first lines run on for a paragraph; evidence is for reading.
@@ -47,8 +48,12 @@ class Session:
     def __init__(self, report: Report, progress: Callable[[Step], None] | None):
         self.report = report
         self.progress = progress
-        self.ran_clean = False  # the program ran on the example inputs without raising
-        self.example_output = None  # what it returned then
+        self.example_output = _NOT_RUN  # what the program returned on the example inputs
+
+    @property
+    def ran_clean(self) -> bool:
+        """The program ran on the example inputs without raising."""
+        return self.example_output is not _NOT_RUN
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[Step]:
