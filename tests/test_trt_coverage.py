@@ -277,3 +277,46 @@ def test_tensorrt_stand_in_is_labelled_and_inert():
     with pytest.raises(AttributeError):
         trt.Builder(Logger()).create_network()  # nothing can be built
     assert trt.__casebook_touched__[:2] == ["DataType", "DataType.FLOAT"]
+
+
+SCALE_OP_MODULE = """
+import torch
+
+
+@torch.library.custom_op("casebook_test_ops::scale", mutates_args=())
+def scale(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+def register_fake():
+    scale.register_fake(lambda x: torch.empty_like(x))
+"""
+
+
+def test_before_load_registers_fake_kernels_the_dry_run_needs(tmp_path, monkeypatch):
+    """Torch-TensorRT traces the program again: a custom operator's module is not enough in the
+    worker, its fake kernel must be registered there too (`before_load`)."""
+    (tmp_path / "casebook_test_ops.py").write_text(SCALE_OP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    ops = importlib.import_module("casebook_test_ops")
+    ops.register_fake()
+
+    class ScaleHead(torch.nn.Module):
+        def forward(self, x):
+            return ops.scale(x.relu()) + 1
+
+    inputs = (torch.rand(8, 4),)
+    program = torch.export.export(ScaleHead(), inputs)
+    with pytest.raises(TensorRTCompileError, match="There was no fake impl registered"):
+        coverage_report(program, inputs, min_block_size=1, import_modules=["casebook_test_ops"])
+    report = coverage_report(
+        program,
+        inputs,
+        min_block_size=1,
+        import_modules=["casebook_test_ops"],
+        before_load=["casebook_test_ops:register_fake"],
+    )
+    assert "torch.ops.casebook_test_ops.scale.default" in report.unsupported_ops
+    with pytest.raises(ValueError, match="importable module"):
+        coverage_report(program, inputs, before_load=[lambda: None])

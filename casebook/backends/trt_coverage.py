@@ -229,7 +229,7 @@ def _registration_name(registration: str | Callable[[], Any]) -> str:
         name = registration
     else:
         raise TypeError(
-            f"pytree_registrations entries are functions or 'package.module:function' strings, not {registration!r}"
+            f"pytree_registrations and before_load entries are functions or 'package.module:function' strings, not {registration!r}"
         )
     module_name, colon, qualname = name.partition(":")
     # "<" marks a lambda or a nested function ("f.<locals>.g"); "__main__" is this process's script.
@@ -250,7 +250,7 @@ def _registration_name(registration: str | Callable[[], Any]) -> str:
         if not hasattr(resolved, part):
             raise ValueError(
                 f"pytree registration {name!r}: module {module_name!r} has no attribute {qualname!r}; "
-                "name a function that registers the program's pytree node types"
+                "name a function that registers what the program needs (pytree node types, fake kernels)"
             )
         resolved = getattr(resolved, part)
     if not callable(resolved) or (callable(registration) and resolved is not registration):
@@ -275,6 +275,7 @@ def coverage_report(
     timeout_s: float = 600,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    before_load: Sequence[str | Callable[[], Any]] = (),
 ) -> CoverageReport:
     """Run Torch-TensorRT's dry run on ``exported_program`` in a subprocess and report its partition.
 
@@ -286,7 +287,10 @@ def coverage_report(
     (torchvision's are detected automatically). ``pytree_registrations`` are functions the worker
     calls before loading the program, to register the custom pytree classes of its inputs and
     outputs there too: module-level functions, or their names as ``"package.module:function"``
-    (e.g. ``casebook.models.stand_ins.register_pytree_nodes``).
+    (e.g. ``casebook.models.stand_ins.register_pytree_nodes``). ``before_load`` takes functions of
+    the same form that the worker also calls before loading, for anything else the program needs
+    registered there, such as the fake kernels of its custom operators: Torch-TensorRT traces the
+    program again, so a dry run needs them as much as `torch.export` did.
 
     Raises `TensorRTCompileError` if Torch-TensorRT itself raises (e.g. ``require_full_compilation``
     on a graph with an unsupported op), `TorchTensorRTNotInstalledError` if it is not installed, and
@@ -303,7 +307,7 @@ def coverage_report(
         [variant],
         timeout_s,
         import_modules,
-        pytree_registrations,
+        (*pytree_registrations, *before_load),
         stacklevel=3,
     )
     return report
@@ -317,6 +321,7 @@ def coverage_reports(
     timeout_s: float = 600,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    before_load: Sequence[str | Callable[[], Any]] = (),
 ) -> list[CoverageReport]:
     """`coverage_report` for several settings at once, sharing one worker process.
 
@@ -332,7 +337,7 @@ def coverage_reports(
         variants,
         timeout_s,
         import_modules,
-        pytree_registrations,
+        (*pytree_registrations, *before_load),
         stacklevel=3,
     )
 
