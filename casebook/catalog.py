@@ -38,6 +38,7 @@ GROUPS = {
     "dynamic-dims": "Dynamic dimensions",
     "pytrees": "Inputs and outputs export cannot flatten",
     "code": "Code export rejects",
+    "operators": "Custom operators",
     "running": "When the exported program runs",
     "silent": "Problems that raise no error",
 }
@@ -310,7 +311,9 @@ ENTRIES: tuple[Entry, ...] = (
         exceptions=("RuntimeError",),
         stages=("export",),
         means="NumPy is called on tensor values during tracing",
-        fix="`torch` operations instead of NumPy; strict export (`strict=True`) traces NumPy calls",
+        fix="`torch` operations instead of NumPy; or wrap the NumPy function in a "
+        "`torch.library.custom_op` with a fake kernel (see the custom-operators page); strict export "
+        "(`strict=True`) traces simple NumPy calls, not loops whose length depends on the data",
         page="notebooks/graph_breaks",
     ),
     Entry(
@@ -324,6 +327,50 @@ ENTRIES: tuple[Entry, ...] = (
         means="`forward` mutates a tensor that is a plain attribute or a global, not a buffer",
         fix="`register_buffer`, or `.clone()` before mutating",
         page="notebooks/frozen_storage_and_mutation",
+    ),
+    # ---------------------------------------------------------------- custom operators
+    Entry(
+        id="custom-op-without-fake",
+        group="operators",
+        title="A `torch.library.custom_op` without a fake kernel",
+        message="There was no fake impl registered for",
+        raised_as="`RuntimeError` (non-strict export; strict: `TorchRuntimeError`)",
+        exceptions=("RuntimeError", "torch._dynamo.exc.TorchRuntimeError"),
+        stages=("export", "strict"),
+        means="export traces with fake tensors (shapes, no data) and needs every custom operator to say "
+        "what its outputs look like",
+        fix="`register_fake` (`@my_op.register_fake` or `torch.library.register_fake`); an output size "
+        "that depends on the data comes from `torch.library.get_ctx().new_dynamic_size()`",
+        page="notebooks/custom_operators",
+    ),
+    Entry(
+        id="operator-without-fake",
+        group="operators",
+        title="A C++ (`TORCH_LIBRARY`) operator without a fake kernel",
+        message="Operator does not support running with fake tensors",
+        raised_as="`Unsupported` (strict export; non-strict: `UnsupportedOperatorException` with the "
+        "operator's name only)",
+        exceptions=(UNSUPPORTED, "torch._subclasses.fake_tensor.UnsupportedOperatorException"),
+        # Non-strict export's message is the operator's name alone ("my_lib.my_op.default").
+        pattern=r"Operator does not support running with fake tensors|^\w+\.\w+\.\w+\s",
+        stages=("export", "strict"),
+        means="an operator registered with the dispatcher (a C++ extension, or `torch.library.Library`) "
+        "has a kernel but no fake kernel, so export cannot trace a call to it",
+        fix='`torch.library.register_fake("my_lib::my_op")` from Python (or `m.impl(..., Meta)` in '
+        "C++), tested with `torch.library.opcheck`",
+        page="notebooks/custom_operators",
+    ),
+    Entry(
+        id="wrong-fake-kernel",
+        group="operators",
+        title="A fake kernel that promises the wrong shape",
+        label="custom-operators-wrong-fake",
+        stages=("check",),
+        means="a custom operator's fake kernel returns a shape or dtype its real kernel does not: export "
+        "and a Python run of the program raise nothing, code compiled from the promise (AOTInductor) "
+        "computes wrong results",
+        fix="correct the fake kernel; test each one with `torch.library.opcheck(op, args)`",
+        page="notebooks/custom_operators",
     ),
     # ---------------------------------------------------------------- running the program
     Entry(

@@ -187,6 +187,46 @@ class MutatesAttribute(nn.Module):
         return x + self.prompt
 
 
+# ------------------------------------------------------------------ custom operators
+@torch.library.custom_op("casebook_tests::area_numpy", mutates_args=())
+def area_numpy(boxes: torch.Tensor) -> torch.Tensor:
+    """NumPy post-processing made an operator, before its author wrote the fake kernel."""
+    b = boxes.numpy()
+    return torch.from_numpy((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]))
+
+
+class BoxAreas(nn.Module):
+    def forward(self, boxes):
+        return area_numpy(boxes) * 2
+
+
+# A kernel registered with the dispatcher the way a C++ extension's TORCH_LIBRARY does, without a
+# fake kernel (detectron2's and Deformable DETR's compiled ops before their authors added one).
+_LIBRARY = torch.library.Library("casebook_tests", "FRAGMENT")
+_LIBRARY.define("pairwise_distance(Tensor a, Tensor b) -> Tensor")
+_LIBRARY.impl("pairwise_distance", lambda a, b: torch.cdist(a, b), "CPU")
+_LIBRARY.define("pairwise_distance_swapped(Tensor a, Tensor b) -> Tensor")
+_LIBRARY.impl("pairwise_distance_swapped", lambda a, b: torch.cdist(a, b), "CPU")
+
+
+@torch.library.register_fake("casebook_tests::pairwise_distance_swapped", lib=_LIBRARY)
+def _swapped_fake(a, b):
+    return a.new_empty(b.shape[0], a.shape[0])  # the slip: should be (len(a), len(b))
+
+
+class NearestDistance(nn.Module):
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def forward(self, a, b):
+        return self.op(a, b).min(dim=1).values
+
+
+def _points() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.rand(5, 2), torch.rand(3, 2)
+
+
 # ------------------------------------------------------------------ running the program
 @torch.library.custom_op("casebook_tests::positive_rows", mutates_args=())
 def positive_rows(x: torch.Tensor) -> torch.Tensor:
@@ -302,6 +342,15 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "skipped-function": lambda: {"model": CallerDepth(), "args": (torch.rand(3),), "strict": True},
     "numpy-in-forward": lambda: {"model": UsesNumpy(), "args": (torch.rand(3),)},
     "constant-mutated": lambda: {"model": MutatesAttribute(), "args": (torch.rand(4),)},
+    "custom-op-without-fake": lambda: {"model": BoxAreas(), "args": (_boxes()[0],)},
+    "operator-without-fake": lambda: {
+        "model": NearestDistance(torch.ops.casebook_tests.pairwise_distance),
+        "args": _points(),
+    },
+    "wrong-fake-kernel": lambda: {
+        "model": NearestDistance(torch.ops.casebook_tests.pairwise_distance_swapped),
+        "args": _points(),
+    },
     "runtime-assert-failed": lambda: {
         "model": PositiveRows(),
         "args": (_rows() - 0.5,),

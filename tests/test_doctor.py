@@ -59,6 +59,7 @@ def test_evidence_names_the_readers_line_and_draft_export_finds_the_next_one():
         "run_decompositions",
         "save/load",
         "runtime asserts",
+        "custom operators",
     }
 
 

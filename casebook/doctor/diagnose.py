@@ -10,7 +10,8 @@ The steps, each going as far as it can instead of stopping at the first error:
 4. if that fails: the other mode, to compare, and ``draft_export``, which lists every problem at once;
 5. on the exported program: requested dynamic dimensions against the program's shapes; runs on the
    example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``; a
-   ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; and, with
+   ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
+   operator's fake kernel against its real kernel (``torch.library.opcheck``); and, with
    ``tensorrt=True``, Torch-TensorRT's dry run.
 
 Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
@@ -92,6 +93,10 @@ def diagnose(
             ("run_decompositions", lambda: program_steps.check_decompositions(session, program)),
             ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
             ("runtime asserts", lambda: program_steps.check_runtime_asserts(session, program)),
+            (
+                "custom operators",
+                lambda: program_steps.check_custom_operators(session, program, args, kwargs),
+            ),
         ]
         if tensorrt:
             steps.append(

@@ -136,7 +136,7 @@ def _draft_entry(failure) -> str:
 
 def report_draft_failures(session: Session, failures, finding: Finding) -> None:
     """Group draft_export's failures by catalog entry: sites of the export error's own entry join its
-    evidence, other entries become findings of their own. Fake-kernel problems are not in the catalog."""
+    evidence, other entries become findings of their own."""
     from torch.export._draft_export import FailureType
 
     groups: dict[str, tuple[Finding | None, list[str]]] = {}
@@ -149,13 +149,13 @@ def report_draft_failures(session: Session, failures, finding: Finding) -> None:
             new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
         else:
             op = data.get("op", "?")
-            key = f"fake-kernel:{op}"
             if failure.failure_type == FailureType.MISSING_FAKE_KERNEL:
-                title, site = f"torch.ops.{op} has no fake kernel", "draft_export ran the real kernel instead"
+                key = _missing_fake_entry(op)
+                site = f"torch.ops.{op} has no fake kernel (draft_export ran the real kernel instead)"
             else:
-                title = f"the fake kernel of torch.ops.{op} disagrees with the real kernel"
-                site = str(data.get("reason"))
-            new = Finding.unclassified(title, [], "draft")
+                key = "wrong-fake-kernel"
+                site = f"torch.ops.{op}: fake kernel vs kernel: {data.get('reason')}"
+            new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
         groups.setdefault(key, (new, []))[1].append(site)
     for new, sites in groups.values():
         target = new if new is not None else finding
@@ -170,6 +170,14 @@ def report_draft_failures(session: Session, failures, finding: Finding) -> None:
             )
         if new is not None:
             session.add(new)
+
+
+def _missing_fake_entry(op: str) -> str:
+    """The catalog entry for an operator without a fake kernel: a `custom_op` or a dispatcher one."""
+    from torch._library.custom_ops import OPDEFS
+
+    namespace, name = (op.split(".") + ["", ""])[:2]
+    return "custom-op-without-fake" if f"{namespace}::{name}" in OPDEFS else "operator-without-fake"
 
 
 def _already_shown(evidence: list[str], site: str) -> bool:

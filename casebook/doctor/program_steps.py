@@ -1,12 +1,15 @@
 """The checks on an exported program: dimensions, runs against eager, decompositions, save/load,
-runtime asserts, and the TensorRT dry run."""
+runtime asserts, custom operators' fake kernels, and the TensorRT dry run."""
 
 from __future__ import annotations
 
 import copy
 import io
+import re
 
 import torch
+from torch.testing._internal.optests.generate_tests import OpCheckError
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import catalog
 from ..checks import compare_outputs
@@ -16,6 +19,8 @@ from .report import Finding
 from .session import Session, first_line
 
 MAX_NOTES = 6
+# The part of opcheck's fake-tensor failure that says what differs ("Shapes torch.Size([6, 2]) and ...").
+_MISMATCH = re.compile(r"found mismatched tensor metadata: (.*?)(?: \(scroll up.*)?$", re.S)
 
 
 def _call(program, args, kwargs):
@@ -198,6 +203,81 @@ def check_runtime_asserts(session: Session, program) -> None:
             f"the program checks at run time {shown}{more}: sizes known only at run time; an input that "
             "breaks one fails with 'Runtime assertion failed'"
         )
+
+
+# Operators that come with PyTorch: their fake kernels are PyTorch's own and not the reader's to fix.
+BUILTIN_NAMESPACES = {"aten", "prims", "_operator"}
+
+
+class _RecordOperatorCalls(TorchDispatchMode):
+    """Remember the first call of every operator outside `BUILTIN_NAMESPACES` while a program runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[torch._ops.OpOverload, tuple[tuple, dict]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if isinstance(func, torch._ops.OpOverload) and func.namespace not in BUILTIN_NAMESPACES:
+            self.calls.setdefault(func, (args, kwargs))
+        return func(*args, **kwargs)
+
+
+def check_custom_operators(session: Session, program, args, kwargs) -> None:
+    """Compare each custom operator's fake kernel with its real kernel, on the example's own values.
+
+    Export trusts a fake kernel's shapes; a wrong one raises nothing in Python and gives wrong results
+    in AOTInductor (the custom-operators page shows it). `torch.library.opcheck`'s fake-tensor test is
+    the comparison, run on the arguments the operator received when the program ran on the example.
+    """
+    custom = sorted(
+        {
+            str(node.target)
+            for node in program.graph.nodes
+            if isinstance(node.target, torch._ops.OpOverload)
+            and node.target.namespace not in BUILTIN_NAMESPACES
+        }
+    )
+    if custom:
+        session.report.notes.append(
+            "the program calls custom operators (" + ", ".join(f"`{name}`" for name in custom) + "): the "
+            "process that loads it must define them first (import their module, or torch.ops.load_library)"
+        )
+    with session.step("custom operators") as record:
+        if not custom:
+            record.detail = "none in the program"
+            return
+        if not session.ran_clean:
+            record.detail = f"{len(custom)} in the program; not checked, the program failed on the example"
+            return
+        recorder = _RecordOperatorCalls()
+        with recorder:
+            _call(program, args, kwargs)
+        mismatched, unchecked = [], []
+        for op, (op_args, op_kwargs) in recorder.calls.items():
+            try:
+                torch.library.opcheck(op, op_args, op_kwargs, test_utils="test_faketensor")
+            except OpCheckError as error:
+                found = _MISMATCH.search(str(error))
+                mismatched.append(
+                    f"{op}: fake kernel vs kernel: {found.group(1) if found else first_line(error)}"
+                )
+            except Exception as error:  # the test itself could not run: say so, do not count it as passed
+                unchecked.append(f"{op} ({first_line(error)})")
+        record.detail = (
+            f"{len(recorder.calls)} called on the example, {len(mismatched)} with a wrong fake kernel"
+            + (f", {len(unchecked)} not checked" if unchecked else "")
+        )
+        if mismatched:
+            record.outcome = "failed"
+    if unchecked:
+        session.report.notes.append("fake kernels not checked: " + "; ".join(unchecked))
+    if mismatched:
+        evidence = mismatched + [
+            "export trusts the fake kernel's shapes: code compiled from them (AOTInductor) computes wrong "
+            "results; torch.library.opcheck(op, args) repeats the check"
+        ]
+        session.add(Finding.from_entry(catalog.entry("wrong-fake-kernel"), evidence, "custom operators"))
 
 
 def check_tensorrt(session: Session, program, args, kwargs) -> None:
