@@ -23,6 +23,7 @@ from dataclasses import dataclass
 # Where the doctor meets a problem. An entry matches an exception only at the stages it lists.
 STAGES = {
     "callable": "the model given is not an nn.Module",
+    "eager": "running the model in eager mode (`torch.while_loop` and `torch.cond` trace their bodies there too)",
     "export": "torch.export.export (non-strict)",
     "strict": "torch.export.export(strict=True)",
     "run": "running the exported program",
@@ -39,6 +40,7 @@ GROUPS = {
     "pytrees": "Inputs and outputs export cannot flatten",
     "code": "Code export rejects",
     "operators": "Custom operators",
+    "loops": "Loops kept in the program (`torch.while_loop`, `scan`)",
     "running": "When the exported program runs",
     "silent": "Problems that raise no error",
 }
@@ -100,6 +102,7 @@ def _qualified(kind: type) -> str:
 GUARD_ON_DATA = "torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode"
 USER_ERROR = "torch._dynamo.exc.UserError"
 UNSUPPORTED = "torch._dynamo.exc.Unsupported"
+HIGHER_ORDER_ERROR = "torch._dynamo.exc.UncapturedHigherOrderOpError"
 
 ENTRIES: tuple[Entry, ...] = (
     # ---------------------------------------------------------------- values known only at run time
@@ -371,6 +374,74 @@ ENTRIES: tuple[Entry, ...] = (
         "computes wrong results",
         fix="correct the fake kernel; test each one with `torch.library.opcheck(op, args)`",
         page="notebooks/custom_operators",
+    ),
+    # ---------------------------------------------------------------- loops
+    Entry(
+        id="loop-carried-metadata",
+        group="loops",
+        title="A `while_loop` body changes a carried value's shape or dtype",
+        message="Expected body_fn_output and carried_inputs to have same metadata",
+        raised_as="`UncapturedHigherOrderOpError` (export, and `torch.while_loop` in eager mode)",
+        exceptions=(HIGHER_ORDER_ERROR,),
+        stages=("eager", "export", "strict"),
+        means="the body must return every carried value with the shape, dtype and device it received; "
+        "a list that grows each step (`torch.cat`) breaks that",
+        fix="carry a fixed-size buffer (e.g. `MAX_STEPS` tokens) plus a step count, write step `i` with "
+        "`torch.where`, and trim after the loop",
+        page="notebooks/control_flow_operators",
+    ),
+    Entry(
+        id="loop-aliasing",
+        group="loops",
+        title="A `while_loop` body returns one of its inputs",
+        message="Encountered aliasing during higher order op tracing",
+        raised_as="`UncapturedHigherOrderOpError`",
+        exceptions=(HIGHER_ORDER_ERROR,),
+        stages=("eager", "export", "strict"),
+        means="the body (or a `torch.cond` branch) returns a carried input unchanged, or a view of it",
+        fix="return a new tensor (`.clone()`), or stop carrying a value the body does not change "
+        "(read it from the enclosing scope instead)",
+        page="notebooks/control_flow_operators",
+    ),
+    Entry(
+        id="loop-input-mutation",
+        group="loops",
+        title="A `while_loop` body writes its input in place",
+        message="Encountered input mutation during higher order op tracing",
+        raised_as="`UncapturedHigherOrderOpError`",
+        exceptions=(HIGHER_ORDER_ERROR,),
+        stages=("eager", "export", "strict"),
+        means="the body (or a `torch.cond` branch) changes a carried input in place (`add_`, `x[i] = ...`)",
+        fix="compute a new tensor (`x + 1`, `torch.where`), or write into a `.clone()`",
+        page="notebooks/control_flow_operators",
+    ),
+    Entry(
+        id="loop-condition-not-scalar",
+        group="loops",
+        title="A `while_loop` condition that is not one boolean",
+        message="Expected cond_fn to return a scalar tensor or a bool",
+        raised_as="`UncapturedHigherOrderOpError`",
+        exceptions=(HIGHER_ORDER_ERROR,),
+        stages=("eager", "export", "strict"),
+        means="`cond_fn` returned a tensor with more than one element (one flag per row of a batch)",
+        fix="reduce it to one flag: `.all()`, `.any()`, or `(i < n) & ~done.all()`",
+        page="notebooks/control_flow_operators",
+    ),
+    Entry(
+        id="loop-counter-index",
+        group="loops",
+        title="An index taken from the loop counter inside a `while_loop` body",
+        message="is not in _SYM_OPS",
+        raised_as="`SerializeError` from `torch.export.save`; `run_decompositions()` fails with a "
+        "data-dependent guard (`u0 < 0`)",
+        exceptions=("torch._export.serde.serialize.SerializeError", GUARD_ON_DATA),
+        pattern=r"is not in _SYM_OPS|Could not guard on data-dependent expression u\d+ < 0",
+        stages=("save-load", "decompose"),
+        means="indexing with the loop counter (`tokens[:, i] = token`) turned the tensor `i` into a "
+        "Python integer inside the body; the program runs, but its integer arithmetic (`sym_sum`) cannot "
+        "be serialized and decomposing it asks whether the index is negative",
+        fix="write with a mask instead of an index: `torch.where(torch.arange(n) == i, value, buffer)`",
+        page="notebooks/control_flow_operators",
     ),
     # ---------------------------------------------------------------- running the program
     Entry(

@@ -227,6 +227,31 @@ def _points() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.rand(5, 2), torch.rand(3, 2)
 
 
+# ------------------------------------------------------------------ loops
+class LoopOf(nn.Module):
+    """A three-step `torch.while_loop` around one body, as decoders and iterative solvers write them."""
+
+    def __init__(self, body_fn, cond_fn=None):
+        super().__init__()
+        self.body_fn = body_fn
+        self.cond_fn = cond_fn or (lambda i, *carried: i < 3)
+
+    def forward(self, *carried):
+        return torch.while_loop(self.cond_fn, self.body_fn, (torch.tensor(0), *carried))
+
+
+def _grow(i, tokens):
+    """A decoder appending each token to the carried sequence."""
+    return i + 1, torch.cat([tokens, tokens[:1]])
+
+
+def _index_write(i, tokens):
+    """A decoder writing step `i` into its (batch, steps) buffer with an index taken from the counter."""
+    tokens = tokens.clone()
+    tokens[:, i] = tokens[:, 0] + 1
+    return i + 1, tokens
+
+
 # ------------------------------------------------------------------ running the program
 @torch.library.custom_op("casebook_tests::positive_rows", mutates_args=())
 def positive_rows(x: torch.Tensor) -> torch.Tensor:
@@ -347,6 +372,17 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
         "model": NearestDistance(torch.ops.casebook_tests.pairwise_distance),
         "args": _points(),
     },
+    "loop-carried-metadata": lambda: {"model": LoopOf(_grow), "args": (torch.rand(4),)},
+    "loop-aliasing": lambda: {"model": LoopOf(lambda i, x: (i + 1, x)), "args": (torch.rand(4),)},
+    "loop-input-mutation": lambda: {
+        "model": LoopOf(lambda i, x: (i + 1, x.add_(1).clone())),
+        "args": (torch.rand(4),),
+    },
+    "loop-condition-not-scalar": lambda: {
+        "model": LoopOf(lambda i, x: (i + 1, x - 1), cond_fn=lambda i, x: x > 0),
+        "args": (torch.rand(4),),
+    },
+    "loop-counter-index": lambda: {"model": LoopOf(_index_write), "args": (torch.rand(2, 4),)},
     "wrong-fake-kernel": lambda: {
         "model": NearestDistance(torch.ops.casebook_tests.pairwise_distance_swapped),
         "args": _points(),

@@ -61,7 +61,7 @@ def test_the_more_specific_entry_wins():
 
 
 def test_bad_lookups_say_what_exists():
-    with pytest.raises(ValueError, match="unknown stage 'exporting'; one of callable, export"):
+    with pytest.raises(ValueError, match="unknown stage 'exporting'; one of callable, eager, export"):
         catalog.classify(RuntimeError("x"), "exporting")
     with pytest.raises(KeyError, match="no catalog entry 'nope'; the ids are: data-dependent-guard"):
         catalog.entry("nope")

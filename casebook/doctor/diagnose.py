@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .. import catalog
 from . import export_steps, program_steps
 from .report import Report, Step
 from .session import NO_PROGRAM, Session, first_line
@@ -71,8 +72,16 @@ def diagnose(
     with _quiet():
         with session.step("eager") as record:
             record.outcome = "failed"  # until every input has run
-            runs = [("the example inputs", args, kwargs, _eager(model, args, kwargs, "the example inputs"))]
-            runs += [(label, a, k, _eager(model, a, k, label)) for label, a, k in checks]
+            try:
+                runs = [
+                    ("the example inputs", args, kwargs, _eager(model, args, kwargs, "the example inputs"))
+                ]
+                runs += [(label, a, k, _eager(model, a, k, label)) for label, a, k in checks]
+            except _ExportErrorInEager as known:
+                record.detail = "raised an error export raises too (control-flow operators trace in eager)"
+                session.add(session.classified(known.error, "eager", "eager"))
+                session.skip("export", "the model fails in eager mode: fix the finding above first")
+                return report
             record.outcome, record.detail = "passed", f"{len(runs)} input(s)"
         module = _as_module(session, model, args, kwargs, dynamic_shapes)
         if _trains_differently(module):
@@ -146,11 +155,22 @@ def _check_input(index: int, item: Any) -> tuple[str, tuple, dict]:
     return label, tuple(args), dict(kwargs or {})
 
 
+class _ExportErrorInEager(Exception):
+    """Eager mode raised an error of the catalog: `torch.while_loop` and `torch.cond` trace their
+    bodies with Dynamo even in eager mode, so their rules fail there as they would in export."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
     try:
         with torch.no_grad():
             return model(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     except Exception as error:
+        if catalog.classify(error, "eager") is not None:
+            raise _ExportErrorInEager(error) from error
         raise DoctorUsageError(
             f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
             "model) first; the doctor diagnoses export, not the model"
