@@ -537,6 +537,21 @@ ENTRIES: tuple[Entry, ...] = (
         page="notebooks/graph_breaks",
     ),
     Entry(
+        id="exported-program-input-checks",
+        group="silent",
+        title="An input check written in Python that the program no longer makes",
+        label="exported-program-input-checks",
+        stages=("check",),
+        means="`forward` checks its inputs in Python (`if not x.is_floating_point(): raise`, "
+        "`isinstance`, `x.dim() != ...`); the check ran once while export traced and left nothing in "
+        "the graph, which checks only the inputs' structure and sizes: the program runs inputs eager "
+        "rejects (`uint8` images) and returns plausible output",
+        fix="`torch.ops.aten._assert_tensor_metadata.default(x, dtype=...)` keeps a dtype check in the "
+        "graph (`torch._check` does not); or ship a wrapper around `ExportedProgram.module()` that "
+        "re-runs the checks",
+        page="notebooks/exported_program_input_checks",
+    ),
+    Entry(
         id="restrictive-runtime-assert",
         group="silent",
         title="The program refuses too-small results of an operator",

@@ -295,6 +295,15 @@ class ChecksInputs(nn.Module):
         return x.sqrt()
 
 
+class RequiresFloat(nn.Module):
+    """torchvision's `normalize_image` pattern: a dtype check in Python that export runs only once."""
+
+    def forward(self, x):
+        if not x.is_floating_point():
+            raise TypeError(f"Input tensor should be a float tensor. Got {x.dtype}.")
+        return x - 0.5
+
+
 class KeepAfterNms(nn.Module):
     """Detection post-processing with torchvision's `nms`, whose stock fake kernel bounds the number
     of kept boxes below by 2 (the `[2, ...]` range in pytorch/pytorch#121036, torchvision's RPN)."""
@@ -416,6 +425,7 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "dropped-input-check": lambda: {"model": ChecksInputs(), "args": (torch.rand(3),)},
     "parity-mismatch": lambda: {"model": CallerDepth(), "args": (torch.rand(3),)},
+    "exported-program-input-checks": lambda: {"model": RequiresFloat(), "args": (torch.rand(2, 3),)},
     "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
     "tensorrt-unsupported-ops": lambda: {"model": KeepAfterNms(), "args": _boxes(), "tensorrt": True},
 }

@@ -11,7 +11,8 @@ The steps, each going as far as it can instead of stopping at the first error:
 5. on the exported program: requested dynamic dimensions against the program's shapes; runs on the
    example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``; a
    ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
-   operator's fake kernel against its real kernel (``torch.library.opcheck``); and, with
+   operator's fake kernel against its real kernel (``torch.library.opcheck``); each floating-point
+   input given as uint8 to eager and to the program (a dtype check lost in export); and, with
    ``tensorrt=True``, Torch-TensorRT's dry run.
 
 Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
@@ -105,6 +106,10 @@ def diagnose(
             (
                 "custom operators",
                 lambda: program_steps.check_custom_operators(session, program, args, kwargs),
+            ),
+            (
+                "input dtypes",
+                lambda: program_steps.check_input_dtypes(session, module, program, args, kwargs),
             ),
         ]
         if tensorrt:

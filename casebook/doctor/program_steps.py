@@ -8,6 +8,7 @@ import io
 import re
 
 import torch
+import torch.utils._pytree as pytree
 from torch.testing._internal.optests.generate_tests import OpCheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -278,6 +279,71 @@ def check_custom_operators(session: Session, program, args, kwargs) -> None:
             "results; torch.library.opcheck(op, args) repeats the check"
         ]
         session.add(Finding.from_entry(catalog.entry("wrong-fake-kernel"), evidence, "custom operators"))
+
+
+# An image decoder hands over uint8; a model that checks for floating point in Python rejects it.
+PROBE_DTYPE = torch.uint8
+MAX_PROBED_INPUTS = 4
+
+
+def check_input_dtypes(session: Session, module, program, args, kwargs) -> None:
+    """Give each floating-point input, one at a time, as uint8 to eager and to the program.
+
+    A dtype check written in Python (``if not x.is_floating_point(): raise``) runs once while export
+    traces and leaves nothing in the graph, which checks only the structure and the sizes of its
+    inputs. Where eager raises and the program runs, the program has lost that check.
+    """
+    with session.step("input dtypes") as record:
+        if not session.ran_clean:
+            record.detail = "not tried, the program failed on the example"
+            return
+        leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
+        floating = [
+            i
+            for i, (_, leaf) in enumerate(leaves)
+            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
+        ]
+        lost = []
+        for index in floating[:MAX_PROBED_INPUTS]:
+            values = [leaf for _, leaf in leaves]
+            values[index] = values[index].to(PROBE_DTYPE)
+            probe_args, probe_kwargs = pytree.tree_unflatten(values, pytree.tree_structure((args, kwargs)))
+            name = _input_name(leaves[index][0])
+            try:
+                with torch.no_grad():
+                    module(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
+                continue  # eager accepts it too: nothing was lost
+            except Exception as error:
+                rejected = first_line(error)
+            try:
+                _call(program, probe_args, probe_kwargs)
+            except Exception:
+                continue  # the program rejects it as well
+            lost.append(
+                f"`{name}` as {str(PROBE_DTYPE).removeprefix('torch.')}: the program runs, eager raises {rejected}"
+            )
+        tried = min(len(floating), MAX_PROBED_INPUTS)
+        record.detail = (
+            f"{tried} floating-point input(s) tried as {str(PROBE_DTYPE).removeprefix('torch.')}"
+            + (f", {len(lost)} accepted by the program only" if lost else "")
+        )
+        if lost:
+            record.outcome = "failed"
+    if lost:
+        evidence = lost + [
+            "the check ran in Python while export traced; the program checks its inputs' structure and sizes, not dtypes"
+        ]
+        session.add(
+            Finding.from_entry(catalog.entry("exported-program-input-checks"), evidence, "input dtypes")
+        )
+
+
+def _input_name(path) -> str:
+    """``args[0]['image']`` for a leaf of ``(args, kwargs)``, ``kwargs['x']`` for a keyword argument."""
+    text = pytree.keystr(path)  # "[0][0]['image']" or "[1]['x']"
+    if text.startswith("[0]"):
+        return "args" + text[3:]
+    return "kwargs" + text[3:]
 
 
 def check_tensorrt(session: Session, program, args, kwargs) -> None:
