@@ -84,3 +84,25 @@ def test_dynamic_export_of_list_and_arange_form_matches_eager_at_new_sizes(weigh
     program = torch.export.export(model, example, dynamic_shapes=dynamic)
     new_sizes = [([{"image": image, "height": 480, "width": 640}],) for image in images((96, 160), (64, 64))]
     assert_parity(model, program.module(), new_sizes)
+
+
+def test_attention_as_a_custom_operator_agrees_with_the_inline_fallback(weights, registered):
+    reference = build(weights, "tensor", "linspace")
+    inputs = [([{"image": image, "height": 480, "width": 640}],) for image in images((128, 128), (96, 160))]
+    for shapes_as in ("tensor", "list"):
+        assert_parity(
+            reference, build(weights, shapes_as, "linspace", attention="custom_op"), inputs, rtol=0, atol=0
+        )
+
+
+def test_dynamic_export_with_the_attention_operator_keeps_one_call_per_layer(weights, registered):
+    model = build(weights, "list", "arange", attention="custom_op")
+    height, width = Dim("H", min=64, max=512), Dim("W", min=64, max=512)
+    example = ([{"image": images((128, 128))[0], "height": 480, "width": 640}],)
+    dynamic = ([{"image": {1: height, 2: width}, "height": None, "width": None}],)
+    program = torch.export.export(model, example, dynamic_shapes=dynamic)
+    calls = [n for n in program.graph.nodes if str(n.target) == "casebook.ms_deform_attn.default"]
+    assert len(calls) == 3  # one encoder layer, two decoder layers
+    assert not [n for n in program.graph.nodes if "grid_sampler" in str(n.target)]
+    new_sizes = [([{"image": image, "height": 480, "width": 640}],) for image in images((96, 160), (64, 64))]
+    assert_parity(model, program.module(), new_sizes)

@@ -15,7 +15,7 @@ structure, small enough to run a 256x256 forward on CPU in a fraction of a secon
 * heads and post-processing: sigmoid class scores, top-k over queries x classes, a score threshold,
   boxes scaled to the requested output size, returned as detectron2-style ``Instances``.
 
-Two constructor switches select the forms the case study compares; every combination computes the
+Three constructor switches select the forms the case study compares; every combination computes the
 same thing in eager mode:
 
 ``shapes_as``
@@ -24,6 +24,11 @@ same thing in eager mode:
 ``reference_points``
     ``"linspace"``: ``torch.linspace(0.5, H - 0.5, H)``, as in the reference code.
     ``"arange"``: ``torch.arange(H) + 0.5``, the same values with a size export can keep symbolic.
+``attention``
+    ``"pytorch"``: the attention's Python fallback, inline (``grid_sample`` per level).
+    ``"custom_op"``: the operator ``casebook::ms_deform_attn``, with the published model's CUDA
+    operator's signature (``spatial_shapes`` and ``level_start_index`` as tensors) and the fallback
+    as its CPU kernel.
 
 Inputs and outputs follow detectron2's convention: ``forward`` takes a list of dicts with an
 ``"image"`` tensor (3, H, W) and optional ``"height"``/``"width"`` ints (the size to report boxes in,
@@ -44,6 +49,7 @@ from casebook.models.stand_ins import Boxes, Instances
 
 ShapesAs = Literal["tensor", "list"]
 ReferencePoints = Literal["linspace", "arange"]
+Attention = Literal["pytorch", "custom_op"]
 
 
 # --- multi-scale deformable attention ---------------------------------------------------------
@@ -79,8 +85,47 @@ def ms_deform_attn_core_pytorch(
     return output.transpose(1, 2).contiguous()
 
 
+@torch.library.custom_op("casebook::ms_deform_attn", mutates_args=())
+def ms_deform_attn(
+    value: torch.Tensor,
+    spatial_shapes: torch.Tensor,
+    level_start_index: torch.Tensor,
+    sampling_locations: torch.Tensor,
+    attention_weights: torch.Tensor,
+    im2col_step: int,
+) -> torch.Tensor:
+    """Deformable attention as one operator, with the signature of the published model's CUDA
+    ``MSDeformAttnFunction``. Its CPU kernel here is the Python fallback; export sees one opaque call
+    either way, and reads ``spatial_shapes`` only in the kernel, where it has the values."""
+    del level_start_index, im2col_step  # used by the CUDA kernel's memory layout, not by the fallback
+    return ms_deform_attn_core_pytorch(value, spatial_shapes.tolist(), sampling_locations, attention_weights)
+
+
+@ms_deform_attn.register_fake
+def _ms_deform_attn_fake(
+    value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step
+):
+    n, _, heads, head_dim = value.shape
+    return value.new_empty(n, sampling_locations.shape[1], heads * head_dim)
+
+
+def spatial_shapes_tensor(spatial_shapes) -> tuple[torch.Tensor, torch.Tensor]:
+    """``spatial_shapes`` and ``level_start_index`` as the published operator takes them: int64 tensors."""
+    if not isinstance(spatial_shapes, torch.Tensor):
+        # torch.tensor keeps SymInt sizes symbolic under export (torch.as_tensor of one would not).
+        spatial_shapes = torch.tensor([[h, w] for h, w in spatial_shapes])
+    spatial_shapes = spatial_shapes.to(torch.long)
+    areas = spatial_shapes.prod(1)
+    return spatial_shapes, torch.cat([areas.new_zeros(1), areas.cumsum(0)[:-1]])
+
+
 class MSDeformAttn(nn.Module):
-    """Multi-scale deformable attention: each query samples a few points around its reference point."""
+    """Multi-scale deformable attention: each query samples a few points around its reference point.
+
+    ``attention`` picks the kernel: ``"pytorch"`` calls the Python fallback inline (export traces its
+    ``grid_sample`` calls), ``"custom_op"`` calls the ``casebook::ms_deform_attn`` operator."""
+
+    attention: Attention = "pytorch"
 
     def __init__(self, d_model: int, n_levels: int, n_heads: int, n_points: int):
         super().__init__()
@@ -115,7 +160,11 @@ class MSDeformAttn(nn.Module):
             reference_points[:, :, None, :, None, :]
             + offsets / offset_normalizer[None, None, None, :, None, :]
         )
-        output = ms_deform_attn_core_pytorch(value, spatial_shapes, locations, weights)
+        if self.attention == "custom_op":
+            shapes, level_start_index = spatial_shapes_tensor(spatial_shapes)
+            output = ms_deform_attn(value, shapes, level_start_index, locations, weights, 64)
+        else:
+            output = ms_deform_attn_core_pytorch(value, spatial_shapes, locations, weights)
         return self.output_proj(output)
 
 
@@ -246,10 +295,12 @@ class DeformableDETR(nn.Module):
         score_threshold: float = 0.0335,
         shapes_as: ShapesAs = "tensor",
         reference_points: ReferencePoints = "linspace",
+        attention: Attention = "pytorch",
     ):
         super().__init__()
         self.shapes_as = shapes_as
         self.reference_points = reference_points
+        self.attention = attention
         self.num_classes, self.top_k, self.score_threshold = num_classes, top_k, score_threshold
         trunk = torchvision.models.resnet18(weights=None)
         self.stem = nn.Sequential(trunk.conv1, trunk.bn1, trunk.relu, trunk.maxpool, trunk.layer1)
@@ -280,6 +331,9 @@ class DeformableDETR(nn.Module):
             "pixel_mean", torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1), persistent=False
         )
         self.register_buffer("pixel_std", torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1), persistent=False)
+        for module in self.modules():
+            if isinstance(module, MSDeformAttn):
+                module.attention = attention
 
     def forward(self, batched_inputs: list[dict]) -> list[dict[str, Instances]]:
         images = torch.stack([(x["image"] - self.pixel_mean) / self.pixel_std for x in batched_inputs])
