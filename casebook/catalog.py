@@ -160,6 +160,21 @@ ENTRIES: tuple[Entry, ...] = (
         page="notebooks/static_shapes_and_dynamic_dims",
     ),
     Entry(
+        id="not-one-guard",
+        group="dynamic-dims",
+        title="A strided feature map assumed not to be 1 pixel: the bound is only in the guard",
+        message="satisfy the generated guard (1 + (((-1) + L['x'].size()[2]) // 64)) != 1",
+        pattern=r"satisfy the generated guard .*\) != 1",
+        raised_as="`torch._dynamo.exc.UserError` (Constraints violated)",
+        exceptions=(USER_ERROR,),
+        stages=("export", "strict"),
+        means="a dimension's range reaches sizes at which a strided feature map would be 1 pixel; the "
+        '"Suggested fixes" omit these guards or propose a bound that is still too low',
+        fix='read the smallest size from the `!= 1` guards and declare it: `Dim("h", min=...)` (the '
+        "coarsest stride plus one); `refine_dynamic_shapes_from_suggested_fixes` alone is not enough",
+        page="notebooks/dynamic_shape_hazards",
+    ),
+    Entry(
         id="constraints-violated",
         group="dynamic-dims",
         title="The code forces a dimension declared dynamic to a constant or a narrower range",
@@ -459,6 +474,22 @@ ENTRIES: tuple[Entry, ...] = (
         page="notebooks/data_dependent_guards",
     ),
     Entry(
+        id="derived-dim-guard",
+        group="running",
+        title="An input that is not the multiple a derived dimension (`32 * Dim`) promised",
+        message="Guard failed: x.size()[3] * x.size()[2] == 32 * x.size()[3] * (x.size()[2] // 32)",
+        pattern=r"Guard failed: .*// \d+\)",
+        raised_as="`AssertionError` when the exported program runs",
+        exceptions=("AssertionError",),
+        stages=("run",),
+        means="the program was exported with a derived dimension (`32 * Dim(...)`) and the traced code "
+        "relied on the multiple (a crop to `h // 32 * 32`); the program checks the multiple only there, "
+        "in an unreadable guard",
+        fix="pad or crop the input to the multiple before calling; `torch._check(x.shape[2] % 32 == 0)` "
+        "in the model gives a readable guard",
+        page="notebooks/dynamic_shape_hazards",
+    ),
+    Entry(
         id="static-dim-guard",
         group="running",
         title="An input size differs from the size the program was exported with",
@@ -510,6 +541,19 @@ ENTRIES: tuple[Entry, ...] = (
         fix='declare it with a named `Dim("name", min=2)`: export then fails with the line that fixes '
         "the size; change that line, or accept the static size",
         page="notebooks/static_shapes_and_dynamic_dims",
+    ),
+    Entry(
+        id="size-one-branch",
+        group="silent",
+        title="A branch on a size being 1, decided for sizes of 2 or more",
+        label="dynamic-hazard-size-one-branch",
+        stages=("check",),
+        means="the dimension's range includes 1 (`Dim(min=1)`), but `if x.shape[0] == 1:` was decided "
+        "false while tracing, with no guard: at size 1 the program takes the other branch and returns "
+        "something else than eager (`torch._check(x.shape[0] != 1)` is dropped too)",
+        fix="keep the branch out of the exported model (do it in the caller), or `torch.cond(x.shape[0] "
+        "== 1, ...)` when both branches return the same shape",
+        page="notebooks/dynamic_shape_hazards",
     ),
     Entry(
         id="dropped-input-check",

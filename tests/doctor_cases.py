@@ -295,6 +295,37 @@ class ChecksInputs(nn.Module):
         return x.sqrt()
 
 
+class SqueezeSingle(nn.Module):
+    """A detector head that drops the batch dimension for a single image (`if len(images) == 1`)."""
+
+    def forward(self, x):
+        y = x * 2
+        if x.shape[0] == 1:
+            y = y.squeeze(0)
+        return y
+
+
+class TwoStrides(nn.Module):
+    """A backbone with two stride-2 stages: a 1-pixel map is ruled out only by `!= 1` guards."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.Conv2d(4, 4, 3, stride=2, padding=1)
+        )
+
+    def forward(self, x):
+        return self.convs(x)
+
+
+class CropToStride(nn.Module):
+    """Pre-processing that crops the height to a multiple of the backbone's stride."""
+
+    def forward(self, x):
+        h = x.shape[2]
+        return x[:, :, : h // 32 * 32] * 2
+
+
 class RequiresFloat(nn.Module):
     """torchvision's `normalize_image` pattern: a dtype check in Python that export runs only once."""
 
@@ -425,6 +456,22 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "dropped-input-check": lambda: {"model": ChecksInputs(), "args": (torch.rand(3),)},
     "parity-mismatch": lambda: {"model": CallerDepth(), "args": (torch.rand(3),)},
+    "size-one-branch": lambda: {
+        "model": SqueezeSingle(),
+        "args": (torch.rand(2, 3),),
+        "dynamic_shapes": ({0: Dim("batch", min=1, max=8)},),
+    },
+    "not-one-guard": lambda: {
+        "model": TwoStrides(),
+        "args": (torch.rand(1, 3, 32, 32),),
+        "dynamic_shapes": ({2: Dim("h", min=1, max=64)},),
+    },
+    "derived-dim-guard": lambda: {
+        "model": CropToStride(),
+        "args": (torch.rand(1, 3, 64, 8),),
+        "dynamic_shapes": ({2: 32 * Dim("h32", min=2, max=16)},),
+        "check_inputs": [(torch.rand(1, 3, 100, 8),)],
+    },
     "exported-program-input-checks": lambda: {"model": RequiresFloat(), "args": (torch.rand(2, 3),)},
     "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
     "tensorrt-unsupported-ops": lambda: {"model": KeepAfterNms(), "args": _boxes(), "tensorrt": True},

@@ -11,7 +11,8 @@ The steps, each going as far as it can instead of stopping at the first error:
 5. on the exported program: requested dynamic dimensions against the program's shapes; runs on the
    example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``; a
    ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
-   operator's fake kernel against its real kernel (``torch.library.opcheck``); each floating-point
+   operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
+   whose range includes 1, at 1, against eager; each floating-point
    input given as uint8 to eager and to the program (a dtype check lost in export); and, with
    ``tensorrt=True``, Torch-TensorRT's dry run.
 
@@ -106,6 +107,10 @@ def diagnose(
             (
                 "custom operators",
                 lambda: program_steps.check_custom_operators(session, program, args, kwargs),
+            ),
+            (
+                "size 1",
+                lambda: program_steps.check_size_one(session, module, program, args, kwargs, dynamic_shapes),
             ),
             (
                 "input dtypes",

@@ -45,6 +45,7 @@ class DimResult:
     static_size: int | None  # the constant, when the dimension was specialized
     symbol: str = ""
     value_range: str = ""
+    lower_bound: int | None = None  # the range's smallest size, when the dimension is a symbol
 
 
 def _spec_text(spec: Any) -> str:
@@ -144,7 +145,10 @@ def dimension_results(
             symbol = str(size.node.expr)
             bounds = ranges.get(symbol)
             text = f"[{bounds.lower}, {bounds.upper}]" if bounds is not None else ""
-            results.append(DimResult(want, None, symbol, text.replace("int_oo", "∞")))
+            lower = (
+                int(bounds.lower) if bounds is not None and str(bounds.lower).lstrip("-").isdigit() else None
+            )
+            results.append(DimResult(want, None, symbol, text.replace("int_oo", "∞"), lower))
         else:
             results.append(DimResult(want, int(size)))
     return results

@@ -281,6 +281,54 @@ def check_custom_operators(session: Session, program, args, kwargs) -> None:
         session.add(Finding.from_entry(catalog.entry("wrong-fake-kernel"), evidence, "custom operators"))
 
 
+def check_size_one(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
+    """Run eager and the program at size 1 of each dynamic dimension whose range allows it.
+
+    Export decides `if x.shape[0] == 1:` for the example (size 2 or more) without a guard, so a
+    program whose range starts at 1 silently takes the other branch there. Each such dimension is cut
+    to 1 (`narrow`) on its own; where both eager and the program run and their outputs differ, the
+    branch was lost. Where either raises (another input shares the size), nothing is concluded.
+    """
+    with session.step("size 1") as record:
+        if not session.ran_clean:
+            record.detail = "not tried, the program failed on the example"
+            return
+        results = dimension_results(program, requested_dims(module, args, kwargs, dynamic_shapes))
+        candidates = [
+            r
+            for r in results
+            if r.lower_bound is not None and r.lower_bound <= 1 and r.requested.example_size >= 2
+        ]
+        differ = []
+        for result in candidates:
+            want = result.requested
+            values, structure = pytree.tree_flatten((args, kwargs))
+            values = list(values)
+            values[want.leaf] = values[want.leaf].narrow(want.dim, 0, 1)
+            probe_args, probe_kwargs = pytree.tree_unflatten(values, structure)
+            try:
+                with torch.no_grad():
+                    expected = module(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
+                actual = _call(program, probe_args, probe_kwargs)
+            except Exception:
+                continue
+            try:
+                compare_outputs(expected, actual)
+            except AssertionError as error:
+                differ.append(f"`{want.label}` = 1 (its range is {result.value_range}): " + first_line(error))
+        record.detail = f"{len(candidates)} dimension(s) whose range includes 1 tried at 1" + (
+            f", {len(differ)} differ from eager" if differ else ""
+        )
+        if differ:
+            record.outcome = "failed"
+    if differ:
+        evidence = differ + [
+            "export decided a test on this size for the example (size ≥ 2) and kept no guard: at size 1 the "
+            "program runs the other branch"
+        ]
+        session.add(Finding.from_entry(catalog.entry("size-one-branch"), evidence, "size 1"))
+
+
 # An image decoder hands over uint8; a model that checks for floating point in Python rejects it.
 PROBE_DTYPE = torch.uint8
 MAX_PROBED_INPUTS = 4
