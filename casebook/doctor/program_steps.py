@@ -24,9 +24,21 @@ MAX_NOTES = 6
 _MISMATCH = re.compile(r"found mismatched tensor metadata: (.*?)(?: \(scroll up.*)?$", re.S)
 
 
-def _call(program, args, kwargs):
+def _run(function, args, kwargs):
+    """Call `function` on copies of the inputs (a model may write into them), without autograd."""
     with torch.no_grad():
-        return program.module()(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        return function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+
+
+def _call(program, args, kwargs):
+    return _run(program.module(), args, kwargs)
+
+
+def _with_leaf(args, kwargs, index: int, replace):
+    """``(args, kwargs)`` with the flattened leaf `index` replaced by ``replace(leaf)``."""
+    values, structure = pytree.tree_flatten((args, kwargs))
+    values[index] = replace(values[index])
+    return pytree.tree_unflatten(values, structure)
 
 
 def check_dims(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
@@ -299,28 +311,32 @@ def check_size_one(session: Session, module, program, args, kwargs, dynamic_shap
             for r in results
             if r.lower_bound is not None and r.lower_bound <= 1 and r.requested.example_size >= 2
         ]
-        differ = []
+        runnable = program.module() if candidates else None  # unlifted once, for every probe
+        differ, inconclusive = [], []
         for result in candidates:
             want = result.requested
-            values, structure = pytree.tree_flatten((args, kwargs))
-            values = list(values)
-            values[want.leaf] = values[want.leaf].narrow(want.dim, 0, 1)
-            probe_args, probe_kwargs = pytree.tree_unflatten(values, structure)
+            probe_args, probe_kwargs = _with_leaf(
+                args, kwargs, want.leaf, lambda tensor, dim=want.dim: tensor.narrow(dim, 0, 1)
+            )
             try:
-                with torch.no_grad():
-                    expected = module(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
-                actual = _call(program, probe_args, probe_kwargs)
-            except Exception:
+                expected = _run(module, probe_args, probe_kwargs)
+                actual = _run(runnable, probe_args, probe_kwargs)
+            except Exception as error:  # another input shares the size: this probe cannot decide
+                inconclusive.append(f"`{want.label}` = 1: {first_line(error)}")
                 continue
             try:
                 compare_outputs(expected, actual)
             except AssertionError as error:
                 differ.append(f"`{want.label}` = 1 (its range is {result.value_range}): " + first_line(error))
-        record.detail = f"{len(candidates)} dimension(s) whose range includes 1 tried at 1" + (
-            f", {len(differ)} differ from eager" if differ else ""
+        record.detail = (
+            f"{len(candidates)} dimension(s) whose range includes 1 tried at 1"
+            + (f", {len(differ)} differ from eager" if differ else "")
+            + (f", {len(inconclusive)} not decided (a run raised)" if inconclusive else "")
         )
         if differ:
             record.outcome = "failed"
+    if inconclusive:
+        session.report.notes.append("size 1 not decided: " + "; ".join(inconclusive))
     if differ:
         evidence = differ + [
             "export decided a test on this size for the example (size ≥ 2) and kept no guard: at size 1 the "
@@ -345,28 +361,26 @@ def check_input_dtypes(session: Session, module, program, args, kwargs) -> None:
         if not session.ran_clean:
             record.detail = "not tried, the program failed on the example"
             return
-        leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
+        leaves = pytree.tree_flatten_with_path((args, kwargs))[0]
         floating = [
             i
             for i, (_, leaf) in enumerate(leaves)
             if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
         ]
+        runnable = program.module() if floating else None  # unlifted once, for every probe
         lost = []
         for index in floating[:MAX_PROBED_INPUTS]:
-            values = [leaf for _, leaf in leaves]
-            values[index] = values[index].to(PROBE_DTYPE)
-            probe_args, probe_kwargs = pytree.tree_unflatten(values, pytree.tree_structure((args, kwargs)))
+            probe_args, probe_kwargs = _with_leaf(args, kwargs, index, lambda tensor: tensor.to(PROBE_DTYPE))
             name = _input_name(leaves[index][0])
             try:
-                with torch.no_grad():
-                    module(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
+                _run(module, probe_args, probe_kwargs)
                 continue  # eager accepts it too: nothing was lost
             except Exception as error:
                 rejected = first_line(error)
             try:
-                _call(program, probe_args, probe_kwargs)
+                _run(runnable, probe_args, probe_kwargs)
             except Exception:
-                continue  # the program rejects it as well
+                continue  # the program rejects it as well: nothing was lost
             lost.append(
                 f"`{name}` as {str(PROBE_DTYPE).removeprefix('torch.')}: the program runs, eager raises {rejected}"
             )

@@ -55,13 +55,13 @@ TORCH_LIBRARY_IMPL(casebook_ext, CUDA, m) {
 
 def build_box_iou_library(verbose: bool = False) -> Path:
     """Compile (or reuse) the ``casebook_ext`` library, load it into this process, return its path."""
-    cpp_extension.load_inline(
-        BOX_IOU_LIBRARY, cpp_sources=BOX_IOU_CPP, is_python_module=False, verbose=verbose
+    # With is_python_module=False, load_inline loads the library with torch.ops.load_library and
+    # returns the path of the .so it loaded.
+    return Path(
+        cpp_extension.load_inline(
+            BOX_IOU_LIBRARY, cpp_sources=BOX_IOU_CPP, is_python_module=False, verbose=verbose
+        )
     )
-    path = Path(cpp_extension._get_build_directory(BOX_IOU_LIBRARY, verbose=False)) / f"{BOX_IOU_LIBRARY}.so"
-    if not path.is_file():
-        raise FileNotFoundError(f"load_inline reported success but {path} does not exist")
-    return path
 
 
 def py_cpu_nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
