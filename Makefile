@@ -26,9 +26,9 @@ TRT_PIP_FLAGS_analysis := --no-deps
 DETECTRON2 ?= sal
 INSTALLED := $(VENV)/.installed-$(TENSORRT)-detectron2-$(DETECTRON2)
 
-.PHONY: build book test unit site-check browser serve lint format clean install
+.PHONY: build book test unit site-check browser serve lint format clean install runner
 
-build: install
+build: install runner
 	@if [ "$${CI:-}" = "true" ]; then echo "CI=true: executing every notebook afresh"; rm -rf $(JUPYTER_CACHE); fi
 	$(BIN)/python scripts/stale_pages.py
 	@start=$$(date +%s); \
@@ -40,6 +40,17 @@ book:
 	$(BIN)/jupyter-book build $(BOOK) $(JB_FLAGS)
 
 install: $(INSTALLED)
+
+# The C++ program that runs AOTInductor packages without Python (shipping/aotinductor_cpp.md),
+# compiled against the installed torch wheel's libtorch with CMake from PyPI.
+RUNNER := $(BUILD_DIR)/cpp/run_aoti
+runner: $(RUNNER)
+
+$(RUNNER): cpp/run_aoti/main.cpp cpp/run_aoti/CMakeLists.txt $(INSTALLED)
+	@echo "Building the C++ runner $(RUNNER) (CMake, g++)"
+	$(BIN)/cmake -S cpp/run_aoti -B $(BUILD_DIR)/cpp -DCMAKE_BUILD_TYPE=Release \
+	  -DTORCH_ROOT="$$($(BIN)/python -c 'import os, torch; print(os.path.dirname(torch.__file__))')" >/dev/null
+	$(BIN)/cmake --build $(BUILD_DIR)/cpp -j2
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +67,7 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) scripts/install_d
 	rm -rf $(JUPYTER_CACHE)
 	touch $@
 
-unit: install
+unit: install runner
 	$(BIN)/python -m pytest tests --ignore=tests/site
 
 site-check: install browser

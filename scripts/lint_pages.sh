@@ -9,7 +9,7 @@ BIN=${BIN:-.venv/bin}
 fix=no
 if [ "${1:-}" = "--fix" ]; then fix=yes; shift; fi
 if [ "$#" -eq 0 ]; then
-    mapfile -t pages < <(git ls-files 'book/*.md' 'notebooks/*.md' 'case_studies/*.md')
+    mapfile -t pages < <(git ls-files 'book/*.md' 'notebooks/*.md' 'case_studies/*.md' 'shipping/*.md')
 else
     pages=("$@")
 fi

@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "casebook"
-PAGE_FOLDERS = ("book", "notebooks", "case_studies")
+PAGE_FOLDERS = ("book", "notebooks", "case_studies", "shipping")
 CACHE = REPO_ROOT / "_build" / ".jupyter_cache"
 DIGESTS = REPO_ROOT / "_build" / ".page-helper-digests.json"
 # A module named in a string (``python -m casebook.backends._trt_dryrun_worker``) is a dependency too.

@@ -38,7 +38,13 @@ def first_index(titles: list[str], predicate) -> int | None:
     return next((i for i, title in enumerate(titles) if predicate(title)), None)
 
 
-@pytest.mark.parametrize("page", [p for p in toc_pages() if p.startswith(("notebooks/", "case_studies/"))])
+# Shipping pages walk one route to a deploy target: marks and takeaways, no failure skeleton.
+SHIPPING_PAGES = [page for page in toc_pages() if page.startswith("shipping/") and page != "shipping/index"]
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in toc_pages() if p.startswith(("notebooks/", "case_studies/", "shipping/"))]
+)
 def test_marks_lead_the_heading_one_per_heading(page):
     for _, title in headings(page):
         count = sum(title.count(mark) for mark in MARKS)
@@ -66,7 +72,7 @@ def test_page_follows_reproduce_read_fix_prove_takeaways(page):
     assert level_two[-1] == "What to take away", f"{page} must end with '## What to take away'"
 
 
-def test_tours_end_with_takeaways_too():
-    for page in TOURS:
+def test_tours_and_shipping_pages_end_with_takeaways_too():
+    for page in [*TOURS, *SHIPPING_PAGES]:
         level_two = [title for level, title in headings(page) if level == 2]
         assert level_two[-1] == "What to take away", page

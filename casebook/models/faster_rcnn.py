@@ -1,0 +1,85 @@
+"""The case study's Faster R-CNN, rebuilt in one call for the pages that ship it.
+
+`case_studies/faster_rcnn_dynamic_hw.md` arrives at this model and this program one failure at a
+time; the shipping pages start from the result. The recipe is the case study's, step for step:
+torchvision's ``fasterrcnn_mobilenet_v3_large_fpn`` with random weights (seed 0) and BatchNorm
+statistics re-estimated on four photos, the resize taken out of the model, one eager run to cache the
+RoI pooler's scales, and a non-strict export under every patch of
+:mod:`casebook.patches.torchvision` with height and width dynamic in [65, 1024].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import skimage.data
+import skimage.transform
+import torch
+import torchvision
+from torch.export import Dim
+
+from ..patches.torchvision import export_patches
+from .random_weights import reestimate_batchnorm
+
+MIN_SIDE, MAX_SIDE = 65, 1024
+"""The exported range of height and width: below 65 the top FPN level would be one pixel high."""
+
+CALIBRATION_PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
+
+
+def load_image(name: str, size: int | tuple[int, int]) -> torch.Tensor:
+    """``skimage.data.<name>()`` as a float (3, H, W) tensor in [0, 1], resized to ``size`` (h, w)."""
+    size = (size, size) if isinstance(size, int) else tuple(size)
+    loader = getattr(skimage.data, name, None)
+    if not callable(loader):
+        raise ValueError(f"skimage.data has no image {name!r}; try one of {CALIBRATION_PHOTOS}")
+    pixels = skimage.transform.resize(loader(), size, anti_aliasing=True)
+    if pixels.ndim != 3 or pixels.shape[-1] != 3:
+        raise ValueError(
+            f"skimage.data.{name} is not an RGB photo (shape {pixels.shape}); choose a color one"
+        )
+    return torch.from_numpy(pixels).permute(2, 0, 1).float().contiguous()
+
+
+def calibrated_model(seed: int = 0) -> torch.nn.Module:
+    """Faster R-CNN (MobileNetV3-FPN), random weights, BatchNorm statistics re-estimated, eval mode.
+
+    The statistics come from the four calibration photos at 256 x 256: with their initial values the
+    activations of a random backbone shrink layer by layer until every image looks the same to the
+    heads. The result responds to its input; it is not a detector.
+    """
+    torch.manual_seed(seed)
+    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(
+        weights=None, weights_backbone=None
+    ).eval()
+    photos = torch.stack([model.transform.normalize(load_image(name, 256)) for name in CALIBRATION_PHOTOS])
+    reestimate_batchnorm(model, photos, forward=model.backbone)
+    return model
+
+
+@dataclass
+class DynamicFasterRCNN:
+    """The model (resize switched off), its dynamic-H/W program, and the example it was exported with."""
+
+    model: torch.nn.Module
+    program: torch.export.ExportedProgram
+    example: tuple
+
+
+def export_dynamic_hw(model: torch.nn.Module | None = None) -> DynamicFasterRCNN:
+    """Export the case study's dynamic-H/W program (takes about half a minute on two cores).
+
+    The model's transform gets ``_skip_resize = True``: the program takes images at their own size
+    (65 to 1024 pixels a side) and returns boxes in that image's coordinates. An eager reference for it
+    must therefore run under ``export_patches("skip_resize_in_eval")``, as the case study explains.
+    """
+    model = model if model is not None else calibrated_model()
+    model.transform._skip_resize = True
+    example = ([load_image("astronaut", 320)],)
+    # One eager run caches the RoI pooler's scales; left to export, they would pin the image size.
+    with torch.inference_mode(), export_patches():
+        model(*example)
+    height, width = Dim("H", min=MIN_SIDE, max=MAX_SIDE), Dim("W", min=MIN_SIDE, max=MAX_SIDE)
+    with export_patches():
+        program = torch.export.export(model, example, dynamic_shapes=([{1: height, 2: width}],), strict=False)
+    return DynamicFasterRCNN(model, program, example)
