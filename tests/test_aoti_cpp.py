@@ -50,7 +50,7 @@ def test_runs_with_parity_at_two_sizes(tiny):
         assert len(result.outputs) == 2
         for got, want in zip(result.outputs, expected, strict=True):
             torch.testing.assert_close(got, want)
-        assert "input 0: [3, " in result.stdout and "ran in" in result.stdout
+        assert "input 0: [3, " in result.stdout and set(result.timings_ms) == {"load", "run"}
         assert str(result).startswith("exit code 0 (ran)")
 
 
@@ -66,6 +66,9 @@ def test_usage(tiny):
     [
         (["--verbose", "a", "b", "c"], "unknown option --verbose"),
         (["a", "b", "c", "--load-library"], "needs a path"),
+        (["--threads", "0", "a", "b", "c"], "--threads needs a positive whole number"),
+        (["--repeat", "x", "a", "b", "c"], "--repeat needs a positive whole number"),
+        (["a", "b", "c", "--repeat"], "--repeat needs a positive whole number"),
     ],
 )
 def test_bad_options(tiny, args, message):
@@ -188,3 +191,13 @@ def test_dynamic_section_of_the_runner(tiny, tmp_path):
     text.write_text("not a library")
     with pytest.raises(ValueError, match="notes.txt is not an ELF"):
         dynamic_section(text)
+
+
+def test_threads_and_repeat_report_a_median(tiny):
+    _, package = tiny
+    result = run_cpp(package, (torch.rand(3, 64, 64),), threads=1, repeat=5)
+    assert result.ok and "repeated 5 runs on 1 thread(s)" in result.stdout
+    assert result.timings_ms["min"] <= result.timings_ms["median"]
+    for bad in ({"threads": 0}, {"repeat": -1}, {"threads": 1.5}):
+        with pytest.raises(ValueError, match="must be a whole number"):
+            run_cpp(package, (torch.rand(3, 64, 64),), **bad)

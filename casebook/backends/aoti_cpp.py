@@ -9,6 +9,7 @@ get, flat, without Python's nesting of lists and dicts.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sysconfig
 import tempfile
@@ -58,6 +59,16 @@ class CppRun:
         if start is None:
             return f"exit code {self.returncode} ({EXIT_CODES.get(self.returncode, 'crashed')}), no message"
         return "\n".join(lines[start:])
+
+    @property
+    def timings_ms(self) -> dict[str, float]:
+        """The program's own timings: ``load`` and first ``run``; ``median`` and ``min`` with ``repeat``."""
+        found = {}
+        if match := re.search(r"loaded in ([\d.]+) ms, ran in ([\d.]+) ms", self.stdout):
+            found["load"], found["run"] = float(match[1]), float(match[2])
+        if match := re.search(r"median ([\d.]+) ms, min ([\d.]+) ms", self.stdout):
+            found["median"], found["min"] = float(match[1]), float(match[2])
+        return found
 
     def __str__(self) -> str:
         meaning = EXIT_CODES.get(self.returncode, "crashed")
@@ -117,6 +128,8 @@ def run_cpp(
     libraries: Sequence[str | os.PathLike[str]] = (),
     library_path: Sequence[str | os.PathLike[str]] = (),
     check_inputs: bool = True,
+    threads: int | None = None,
+    repeat: int = 0,
     timeout_s: float = 300,
 ) -> CppRun:
     """Run ``package`` with ``run_aoti`` on ``inputs`` (any nesting of tensors; flattened in order).
@@ -125,7 +138,12 @@ def run_cpp(
     ``library_path`` folders go in front of ``LD_LIBRARY_PATH``, where the loader looks for those
     libraries' own dependencies. ``check_inputs=False`` runs with ``AOTI_RUNTIME_CHECK_INPUTS=0``: the
     package then checks nothing about the inputs it is given, the way AOTInductor runs by default.
+    ``threads`` sets libtorch's thread count in the program; ``repeat`` times that many more runs
+    (see :attr:`CppRun.timings_ms`).
     """
+    for name, value, least in (("threads", threads, 1), ("repeat", repeat, 0)):
+        if value is not None and (not isinstance(value, int) or value < least):
+            raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
     leaves = pytree.tree_leaves(inputs)
     if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
         kinds = sorted({type(leaf).__name__ for leaf in leaves}) or ["nothing"]
@@ -139,6 +157,8 @@ def run_cpp(
             folders = [str(folder) for folder in library_path]
             env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [*folders, env.get("LD_LIBRARY_PATH", "")]))
         options = [arg for library in libraries for arg in ("--load-library", str(library))]
+        options += ["--threads", str(threads)] if threads else []
+        options += ["--repeat", str(repeat)] if repeat else []
         completed = subprocess.run(
             [str(runner), *options, str(package), str(inputs_file), str(outputs_file)],
             capture_output=True,

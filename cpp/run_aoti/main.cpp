@@ -1,6 +1,6 @@
 // run_aoti: load an AOTInductor package (.pt2) and run it from C++, with no Python anywhere.
 //
-//   run_aoti [--load-library LIB.so]... PACKAGE.pt2 INPUTS.pt OUTPUTS.pt
+//   run_aoti [--load-library LIB.so]... [--threads N] [--repeat N] PACKAGE.pt2 INPUTS.pt OUTPUTS.pt
 //
 // A package that calls custom operators (torchvision::nms, say) runs only where their kernels are
 // registered: --load-library opens each library first (dlopen), which registers its operators.
@@ -8,6 +8,8 @@
 // INPUTS.pt holds the program's inputs, flattened, as a list of tensors written by Python's
 // torch.save (a service would fill the tensors from its own decoded images instead). OUTPUTS.pt
 // receives the flattened outputs, written with torch::pickle_save so Python's torch.load reads it.
+// --threads sets libtorch's intra-op thread count; --repeat times N more runs after the first and
+// prints their median and minimum.
 //
 // Exit codes: 0 ran, 2 usage, 3 the package did not load, 4 the inputs file did not load,
 // 5 the model refused the inputs (wrong count, dtype, shape or size outside the exported range),
@@ -18,6 +20,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -30,7 +33,19 @@
 namespace {
 
 constexpr int kUsage = 2, kBadPackage = 3, kBadInputs = 4, kRefused = 5, kBadLibrary = 6;
-constexpr const char* kUsageText = "usage: run_aoti [--load-library LIB.so]... PACKAGE.pt2 INPUTS.pt OUTPUTS.pt";
+constexpr const char* kUsageText =
+    "usage: run_aoti [--load-library LIB.so]... [--threads N] [--repeat N] PACKAGE.pt2 INPUTS.pt OUTPUTS.pt";
+
+// A positive count from the command line, or -1.
+int parse_count(const std::string& text) {
+  if (text.empty() || text.size() > 6 || !std::all_of(text.begin(), text.end(), ::isdigit)) return -1;
+  int value = std::stoi(text);
+  return value > 0 ? value : -1;
+}
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 // c10::Error::what() carries a C++ backtrace; the first line is the message a reader needs.
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -75,11 +90,17 @@ std::string shape_of(const at::Tensor& t) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> libraries, positional;
+  int threads = 0, repeat = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--load-library") {
       if (i + 1 == argc) return fail(kUsage, "--load-library needs a path", kUsageText);
       libraries.push_back(argv[++i]);
+    } else if (arg == "--threads" || arg == "--repeat") {
+      int count = i + 1 < argc ? parse_count(argv[i + 1]) : -1;
+      if (count < 0) return fail(kUsage, arg + " needs a positive whole number", kUsageText);
+      (arg == "--threads" ? threads : repeat) = count;
+      ++i;
     } else if (arg.rfind("--", 0) == 0) {
       return fail(kUsage, "unknown option " + arg, kUsageText);
     } else {
@@ -112,6 +133,7 @@ int main(int argc, char** argv) {
                 "write the inputs in Python with torch.save([tensor, ...], path)");
   }
 
+  if (threads > 0) at::set_num_threads(threads);
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
   try {
@@ -126,7 +148,7 @@ int main(int argc, char** argv) {
     return fail(kBadPackage, "could not load " + package + ": " + message,
                 "is it an AOTInductor package (.pt2) compiled for this CPU and this libtorch?");
   }
-  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  double load_ms = milliseconds_since(start);
 
   std::vector<at::Tensor> inputs;
   try {
@@ -146,7 +168,7 @@ int main(int argc, char** argv) {
     return fail(kRefused, "the model refused the inputs: " + first_line(e.what()),
                 "pass the inputs the program was exported with (count, dtype, sizes within the exported range)");
   }
-  double run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  double run_ms = milliseconds_since(start);
 
   for (size_t i = 0; i < outputs.size(); ++i) std::cout << "output " << i << ": " << shape_of(outputs[i]) << "\n";
   // A tuple, not a tensor list: Python's torch.load (weights_only) accepts tuples of tensors.
@@ -154,5 +176,16 @@ int main(int argc, char** argv) {
   std::vector<char> bytes = torch::pickle_save(c10::ivalue::Tuple::create(std::move(items)));
   std::ofstream(outputs_path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   std::cout << "loaded in " << load_ms << " ms, ran in " << run_ms << " ms" << std::endl;
+  if (repeat > 0) {
+    std::vector<double> times;
+    for (int i = 0; i < repeat; ++i) {
+      start = std::chrono::steady_clock::now();
+      loader->run(inputs);
+      times.push_back(milliseconds_since(start));
+    }
+    std::sort(times.begin(), times.end());
+    std::cout << "repeated " << repeat << " runs on " << at::get_num_threads() << " thread(s): median "
+              << times[times.size() / 2] << " ms, min " << times.front() << " ms" << std::endl;
+  }
   return 0;
 }
