@@ -1,0 +1,194 @@
+"""ExecuTorch with the XNNPACK delegate on CPU: lower an ``ExportedProgram``, report what was delegated,
+write the ``.pte`` and run it with the ExecuTorch runtime.
+
+The lesson's calls (``to_edge_transform_and_lower``, ``to_executorch``, ``Runtime.load_program``) are
+one line each; this module gathers them with the plumbing around them: the delegation report as a
+table, timing and sizes, a callable wrapper around a loaded method, and a module that stands in for a
+detector's backbone so the rest of the detector keeps running in PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@contextlib.contextmanager
+def _quiet(*logger_names: str, level: int = logging.ERROR) -> Iterator[None]:
+    """Raise these loggers to ``level`` inside the block (what they say is about the library, not the model)."""
+    loggers = [logging.getLogger(name) for name in logger_names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(level)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+# Importing executorch registers an Enum as a pytree constant, which torch 2.14 warns about once.
+with _quiet("torch.utils._pytree"):
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
+    from executorch.runtime import Runtime
+
+
+# The runtime's CPU detection logs these five lines when it loads its first program, on any x86 machine (it looks for
+# ARM identification files); they say nothing about the program.
+_CPUINFO_NOISE = re.compile(
+    r"^\[cpuinfo_utils\.cpp:\d+\] (Reading file /sys/|Failed to open midr file|CPU info and manual query)"
+)
+
+
+_LIBC = ctypes.CDLL(None)
+
+
+@contextlib.contextmanager
+def _without_cpuinfo_lines() -> Iterator[None]:
+    """Collect what the block writes to stdout and stderr; pass on all but the cpuinfo lines.
+
+    The runtime logs through C's stdio in a plain process, and through Python's ``sys.stdout`` and
+    ``sys.stderr`` in a Jupyter kernel, a piece at a time; both are collected, whole lines filtered.
+    """
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    captured = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+    python_streams = {1: io.StringIO(), 2: io.StringIO()}
+    try:
+        for fd, file in captured.items():
+            os.dup2(file.fileno(), fd)
+        with contextlib.redirect_stdout(python_streams[1]), contextlib.redirect_stderr(python_streams[2]):
+            yield
+    finally:
+        _LIBC.fflush(None)  # native code writes through C's buffered stdio
+        for fd, file in captured.items():
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
+            file.seek(0)
+            text = file.read().decode(errors="replace") + python_streams[fd].getvalue()
+            file.close()
+            kept = "".join(line for line in text.splitlines(keepends=True) if not _CPUINFO_NOISE.match(line))
+            if kept:
+                (sys.stdout if fd == 1 else sys.stderr).write(kept)
+
+
+@dataclass
+class XnnpackLowering:
+    """A program lowered for ExecuTorch with XNNPACK: the ``.pte`` bytes and what was delegated."""
+
+    pte: bytes = field(repr=False)
+    seconds: float
+    delegated_subgraphs: int
+    delegated_nodes: int
+    other_nodes: int
+    operators: Any = field(repr=False)  # pandas DataFrame: operator, delegated, not delegated
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        if path.suffix != ".pte":
+            raise ValueError(f"an ExecuTorch program file ends in .pte, got {path.name!r}")
+        path.write_bytes(self.pte)
+        return path
+
+    def __str__(self) -> str:
+        return (
+            f"lowered in {self.seconds:.1f} s: {self.delegated_subgraphs} XNNPACK subgraph(s) with "
+            f"{self.delegated_nodes} nodes, {self.other_nodes} nodes left to ExecuTorch's portable "
+            f"operators; .pte {len(self.pte) / 2**20:.1f} MiB"
+        )
+
+
+def lower_to_xnnpack(program: torch.export.ExportedProgram) -> XnnpackLowering:
+    """``to_edge_transform_and_lower`` with the XNNPACK partitioner, then ``to_executorch``."""
+    if not isinstance(program, torch.export.ExportedProgram):
+        raise TypeError(f"lower_to_xnnpack takes a torch.export.ExportedProgram, got {type(program).__name__}")
+    start = time.perf_counter()
+    # A failed decomposition is logged with its whole traceback before the same error is raised.
+    with _quiet("torch._subclasses.fake_tensor", level=logging.CRITICAL):
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    info = get_delegation_info(edge.exported_program().graph_module)
+    pte = edge.to_executorch().buffer
+    table = info.get_operator_delegation_dataframe()
+    table = table[table["op_type"] != "Total"].rename(
+        columns={
+            "op_type": "operator",
+            "occurrences_in_delegated_graphs": "in XNNPACK",
+            "occurrences_in_non_delegated_graphs": "outside",
+        }
+    )
+    return XnnpackLowering(
+        pte=pte,
+        seconds=time.perf_counter() - start,
+        delegated_subgraphs=info.num_delegated_subgraphs,
+        delegated_nodes=info.num_delegated_nodes,
+        other_nodes=info.num_non_delegated_nodes,
+        operators=table.reset_index(drop=True),
+    )
+
+
+def runtime_threads() -> int:
+    """The size of the ExecuTorch runtime's thread pool, on which XNNPACK runs.
+
+    The runtime sizes it from the machine's cores. It can be resized (``_unsafe_reset_threadpool``),
+    but doing so inside a Jupyter kernel killed the kernel here, so the book compares at this size.
+    """
+    return _threadpool_get_thread_count()
+
+
+class ExecuTorchProgram:
+    """A ``.pte`` loaded with the ExecuTorch runtime; calling it runs ``forward`` on tensors."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no .pte file at {path}: write one with XnnpackLowering.save(path)")
+        self.path = path
+        with _without_cpuinfo_lines():  # the runtime detects the CPU when it loads its first program
+            self.method = Runtime.get().load_program(path).load_method("forward")
+
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        return list(self.method.execute([t.contiguous() for t in tensors]))
+
+
+class BackboneOnExecuTorch(torch.nn.Module):
+    """Stands in for a torchvision detector's ``backbone``: runs the ``.pte`` and returns the same dict."""
+
+    def __init__(self, program: ExecuTorchProgram, feature_names: Sequence[str]):
+        super().__init__()
+        self.program, self.feature_names = program, list(feature_names)
+
+    def forward(self, images: torch.Tensor) -> OrderedDict[str, torch.Tensor]:
+        features = self.program(images)
+        if len(features) != len(self.feature_names):
+            raise RuntimeError(
+                f"the .pte returned {len(features)} feature maps, the detector expects {self.feature_names}"
+            )
+        return OrderedDict(zip(self.feature_names, features, strict=True))
+
+
+@contextlib.contextmanager
+def backbone_replaced(model: torch.nn.Module, backbone: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Run ``model`` with ``backbone`` in place of its own; the original is restored on exit."""
+    original = model.backbone
+    model.backbone = backbone
+    try:
+        yield model
+    finally:
+        model.backbone = original
