@@ -118,7 +118,9 @@ class XnnpackLowering:
 def lower_to_xnnpack(program: torch.export.ExportedProgram) -> XnnpackLowering:
     """``to_edge_transform_and_lower`` with the XNNPACK partitioner, then ``to_executorch``."""
     if not isinstance(program, torch.export.ExportedProgram):
-        raise TypeError(f"lower_to_xnnpack takes a torch.export.ExportedProgram, got {type(program).__name__}")
+        raise TypeError(
+            f"lower_to_xnnpack takes a torch.export.ExportedProgram, got {type(program).__name__}"
+        )
     start = time.perf_counter()
     # A failed decomposition is logged with its whole traceback before the same error is raised.
     with _quiet("torch._subclasses.fake_tensor", level=logging.CRITICAL):
