@@ -21,6 +21,15 @@ def test_the_classifier_tells_photos_apart_and_is_in_eval_mode():
     assert (logits[0] - logits[1]).abs().max() > 1e-3
 
 
+def test_the_seed_alone_decides_the_weights_and_the_callers_random_state_is_kept():
+    state = torch.random.get_rng_state()
+    first, again, other = (mobilenet_v3_small_calibrated(seed) for seed in (0, 0, 1))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    weight = "features.0.0.weight"
+    assert torch.equal(first.state_dict()[weight], again.state_dict()[weight])
+    assert not torch.equal(first.state_dict()[weight], other.state_dict()[weight])
+
+
 @pytest.mark.parametrize("names", [[], "astronaut"])
 def test_photo_batch_needs_a_list_of_names(names):
     with pytest.raises(ValueError, match="non-empty list of photo names"):

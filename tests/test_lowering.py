@@ -5,6 +5,7 @@ no compile at all, so the file runs in well under a minute on two cores.
 """
 
 import time
+import zipfile
 
 import pytest
 import torch
@@ -199,6 +200,31 @@ def test_lower_raises_when_compiled_module_disagrees(program, monkeypatch, tmp_p
     monkeypatch.setitem(lowering_module._LOWERINGS, "aoti", broken_backend)
     with pytest.raises(AssertionError, match="input 0: output"):
         lower(ep, (x,), "aoti", cache_dir=tmp_path)
+
+
+def test_aoti_compiles_with_gradients_off_so_freezing_acts(program, monkeypatch, tmp_path):
+    """Inductor freezes only when ``torch.is_grad_enabled()`` is false during the compile."""
+    ep, x = program
+    seen = []
+    real_compile = torch._inductor.aoti_compile_and_package
+
+    def recording(*args, **kwargs):
+        seen.append((torch.is_grad_enabled(), kwargs.get("inductor_configs")))
+        return real_compile(*args, **kwargs)
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", recording)
+    assert torch.is_grad_enabled()
+    frozen = lower(ep, (x,), "aoti", cache_dir=tmp_path, inductor_configs={"freezing": True})
+    [(grad_enabled, configs)] = seen
+    assert not grad_enabled and configs["freezing"] is True
+    assert torch.is_grad_enabled()  # the caller's mode is restored
+    source = frozen_wrapper_source(frozen.artifact_path)
+    assert "mkldnn__convolution_pointwise" in source  # the convolution became oneDNN's, ReLU fused
+
+
+def frozen_wrapper_source(package) -> str:
+    with zipfile.ZipFile(package) as archive:
+        return next(archive.read(n).decode() for n in archive.namelist() if n.endswith(".wrapper.cpp"))
 
 
 def test_eager_backend_and_rendering(program):

@@ -214,13 +214,16 @@ def _lower_eager(ep: torch.export.ExportedProgram, args: tuple, settings: dict, 
 def _lower_aoti(ep: torch.export.ExportedProgram, args: tuple, settings: dict, cache_dir: Path) -> Lowered:
     device = first_device(args)
     _check_program_device(ep, device)
-    key = cache_key(ep, args, "aoti", settings)
+    # Compiled with gradients off: Inductor ignores ``freezing`` otherwise. The key says so, which
+    # also retires packages cached before this was the rule.
+    key = cache_key(ep, args, "aoti", {**settings, "compiled_under": "no_grad"})
     configs = dict(settings.get("inductor_configs") or {})
 
     def compile_to(tmp: Path) -> None:
-        torch._inductor.aoti_compile_and_package(
-            _with_example_inputs(ep, args), package_path=str(tmp), inductor_configs=configs
-        )
+        with torch.no_grad():
+            torch._inductor.aoti_compile_and_package(
+                _with_example_inputs(ep, args), package_path=str(tmp), inductor_configs=configs
+            )
 
     def load(path: Path) -> Callable[..., Any]:
         index = device.index if device.type == "cuda" and device.index is not None else -1

@@ -28,8 +28,12 @@ def photo_batch(names: tuple[str, ...] | list[str] = CALIBRATION_PHOTOS) -> torc
 
 
 def mobilenet_v3_small_calibrated(seed: int = 0) -> torch.nn.Module:
-    """``torchvision.models.mobilenet_v3_small(weights=None)``, BatchNorm re-estimated, eval mode."""
-    torch.manual_seed(seed)
-    model = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    """``torchvision.models.mobilenet_v3_small(weights=None)``, BatchNorm re-estimated, eval mode.
+
+    The weights depend on ``seed`` only; the caller's global random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = torchvision.models.mobilenet_v3_small(weights=None).eval()
     reestimate_batchnorm(model, photo_batch())
     return model
