@@ -2,18 +2,26 @@
 backbone stand-in, and the errors for bad input."""
 
 import os
+import tempfile
+from pathlib import Path
 
-import pytest
-import torch
+import matplotlib
 
-from casebook.backends import executorch_xnnpack as et
-from casebook.backends.executorch_xnnpack import (
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from casebook.backends import executorch_xnnpack as et  # noqa: E402
+from casebook.backends.executorch_xnnpack import (  # noqa: E402
     BackboneOnExecuTorch,
     ExecuTorchProgram,
     backbone_replaced,
     lower_to_xnnpack,
     runtime_threads,
 )
+from casebook.backends.partition_figure import draw_partitions  # noqa: E402
+from casebook.figures import MIN_FONT_PX, smallest_font_px  # noqa: E402
 
 
 class SmallNet(torch.nn.Module):
@@ -61,6 +69,38 @@ def test_bad_inputs_to_the_helpers(lowered_net, tmp_path):
         lowered.save(tmp_path / "small.bin")
     with pytest.raises(FileNotFoundError, match="no .pte file at .*write one with XnnpackLowering.save"):
         ExecuTorchProgram(tmp_path / "missing.pte")
+
+
+class CumsumBetweenConvolutions(torch.nn.Module):
+    """XNNPACK has no cumulative sum: the partition is XNNPACK, portable, XNNPACK."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 4, 3)
+
+    def forward(self, x):
+        return self.second(self.first(x).relu().cumsum(dim=1))
+
+
+def test_the_partition_is_read_in_graph_order_and_drawn():
+    net = CumsumBetweenConvolutions().eval()
+    x = torch.rand(1, 3, 12, 12)
+    lowered = lower_to_xnnpack(torch.export.export(net, (x,)))
+    kinds = [(s.kind, s.nodes) for s in lowered.segments]
+    assert kinds == [("xnnpack", ()), ("portable", ("cumsum",)), ("xnnpack", ())]
+    delegated = sum(s.op_count for s in lowered.segments if s.kind == "xnnpack")
+    assert (lowered.delegated_subgraphs, lowered.delegated_nodes) == (2, delegated)
+    figure = draw_partitions({"conv, relu, cumsum, conv": lowered.segments}, title="t")
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    assert "ExecuTorch\ncumsum" in texts and "XNNPACK subgraph" in texts
+    assert "ExecuTorch's portable operators" in texts and "TensorRT engine" not in texts
+    assert smallest_font_px(figure) >= MIN_FONT_PX
+    torch.testing.assert_close(
+        ExecuTorchProgram(lowered.save(Path(tempfile.mkdtemp()) / "c.pte"))(x)[0],
+        net(x),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_backbone_stand_in_returns_named_features_and_is_restored(lowered_net):

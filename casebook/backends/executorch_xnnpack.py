@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import io
 import logging
+import operator
 import os
 import re
 import sys
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from .partition_figure import Segment
 
 
 @contextlib.contextmanager
@@ -43,9 +46,11 @@ def _quiet(*logger_names: str, level: int = logging.ERROR) -> Iterator[None]:
 
 # Importing executorch registers an Enum as a pytree constant, which torch 2.14 warns about once.
 with _quiet("torch.utils._pytree"):
+    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.utils import WhyNoPartition
     from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
     from executorch.runtime import Runtime
 
@@ -99,6 +104,8 @@ class XnnpackLowering:
     delegated_nodes: int
     other_nodes: int
     operators: Any = field(repr=False)  # pandas DataFrame: operator, delegated, not delegated
+    segments: tuple[Segment, ...] = field(repr=False, default=())  # the partition, in graph order
+    portable_nodes: Any = field(repr=False, default=None)  # pandas DataFrame, see portable_node_table
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
@@ -123,9 +130,20 @@ def lower_to_xnnpack(program: torch.export.ExportedProgram) -> XnnpackLowering:
         )
     start = time.perf_counter()
     # A failed decomposition is logged with its whole traceback before the same error is raised.
-    with _quiet("torch._subclasses.fake_tensor", level=logging.CRITICAL):
+    with _quiet("torch._subclasses.fake_tensor", level=logging.CRITICAL), _partitioner_reasons() as reasons:
         edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
-    info = get_delegation_info(edge.exported_program().graph_module)
+    graph_module = edge.exported_program().graph_module
+    info = get_delegation_info(graph_module)
+    segments = delegation_segments(graph_module)
+    portable = portable_node_table(graph_module, reasons)  # before to_executorch rewrites the graph
+    delegated = [s.op_count for s in segments if s.kind == "xnnpack"]
+    if (len(delegated), sum(delegated)) != (info.num_delegated_subgraphs, info.num_delegated_nodes):
+        raise ValueError(
+            f"the partition read from the graph ({len(delegated)} XNNPACK subgraph(s), {sum(delegated)} "
+            f"nodes) disagrees with ExecuTorch's delegation report ({info.num_delegated_subgraphs}, "
+            f"{info.num_delegated_nodes}): has executorch changed how it records delegates? "
+            "Check casebook.backends.executorch_xnnpack.delegation_segments."
+        )
     pte = edge.to_executorch().buffer
     table = info.get_operator_delegation_dataframe()
     table = table[table["op_type"] != "Total"].rename(
@@ -142,7 +160,130 @@ def lower_to_xnnpack(program: torch.export.ExportedProgram) -> XnnpackLowering:
         delegated_nodes=info.num_delegated_nodes,
         other_nodes=info.num_non_delegated_nodes,
         operators=table.reset_index(drop=True),
+        segments=tuple(segments),
+        portable_nodes=portable,
     )
+
+
+def delegation_segments(graph_module: torch.fx.GraphModule) -> list[Segment]:
+    """The XNNPACK subgraphs and the portable-operator blocks between them, in graph order.
+
+    A lowered graph calls each delegated subgraph through ``executorch_call_delegate`` on a
+    ``lowered_module_N`` attribute, which keeps the subgraph it replaced (``original_module``); every
+    other operator node runs on ExecuTorch's portable operators.
+    """
+    segments: list[Segment] = []
+    pending: list[str] = []
+
+    def close_pending() -> None:
+        if pending:
+            segments.append(Segment("portable", len(segments), len(pending), tuple(pending)))
+            pending.clear()
+
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if getattr(node.target, "__name__", "") == "executorch_call_delegate":
+            close_pending()
+            lowered = getattr(graph_module, node.args[0].target)
+            if lowered.backend_id != "XnnpackBackend":
+                raise ValueError(f"{node.args[0].target} is delegated to {lowered.backend_id}, not XNNPACK")
+            count = sum(n.op == "call_function" for n in lowered.original_module.graph.nodes)
+            segments.append(Segment("xnnpack", len(segments), count))
+        else:
+            pending.append(_operator_name(node.target))
+    close_pending()
+    return segments
+
+
+@contextlib.contextmanager
+def _partitioner_reasons() -> Iterator[dict[str, str]]:
+    """Collect why the XNNPACK partitioner turned nodes down: node name -> its first reason.
+
+    Its operator configs call ``WhyNoPartition``, which logs each reason at DEBUG level on the
+    configs' loggers; they are caught here and not printed.
+    """
+    reasons: dict[str, str] = {}
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            why = record.msg  # the WhyNoPartition object, read now: it is reused for the next reason
+            if isinstance(why, WhyNoPartition) and why.node is not None:
+                reasons.setdefault(why.node.name, why.reason)
+
+    logger = logging.getLogger("executorch.backends.xnnpack")
+    handler, saved = Collect(logging.DEBUG), (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        yield reasons
+    finally:
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = saved
+
+
+NO_CONFIG = "XNNPACK's partitioner has no config for this operator"
+
+
+def portable_node_table(graph_module: torch.fx.GraphModule, reasons: dict[str, str] | None = None):
+    """The nodes left outside the delegates, grouped by operator, by what they take and give, and why.
+
+    Read from the graph ``to_edge_transform_and_lower`` returns; ``to_executorch`` later rewrites it
+    in place (memory planning, out variants), so read it before that. ``reasons`` are the
+    partitioner's, by node name; a node's reason may be filed under a node it came from (its
+    ``from_node`` provenance), and an operator no XNNPACK config handles gets :data:`NO_CONFIG`.
+    """
+    import pandas as pd
+
+    reasons = reasons or {}
+    configured = {config.target_name.split(".")[0] for config in ALL_PARTITIONER_CONFIGS}
+
+    rows = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if getattr(node.target, "__name__", "") == "executorch_call_delegate":
+            continue
+        first = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+        source = "graph input" if first is not None and first.op == "placeholder" else "computed"
+        name = _operator_name(node.target)
+        reason = next((reasons[n] for n in [node.name, *_provenance(node)] if n in reasons), "")
+        rows.append(
+            {
+                "operator": name,
+                "takes": f"{source} {_value_text(first.meta.get('val')) if first is not None else ''}".strip(),
+                "gives": _value_text(node.meta.get("val")),
+                "why not in XNNPACK": reason or ("" if name in configured else NO_CONFIG),
+            }
+        )
+    table = pd.DataFrame(rows, columns=["operator", "takes", "gives", "why not in XNNPACK"])
+    return table.value_counts(sort=False).rename("nodes").reset_index()
+
+
+def _provenance(node: torch.fx.Node) -> list[str]:
+    """Names of the nodes this one was made from, through every pass that recorded it."""
+    names, stack = [], list(node.meta.get("from_node") or [])
+    while stack:
+        source = stack.pop()
+        names.append(source.name)
+        stack.extend(getattr(source, "from_node", None) or [])
+    return names
+
+
+def _value_text(value: Any) -> str:
+    """A node's value as a reader wants it: shape and dtype of a tensor, "int" for a symbolic size."""
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, torch.SymInt):
+        return "int"
+    return type(value).__name__
+
+
+def _operator_name(target: Any) -> str:
+    """``aten.view_copy.default`` -> ``view_copy``: the operator without namespace and overload."""
+    parts = getattr(target, "__name__", str(target)).split(".")
+    return parts[-2] if len(parts) >= 2 else parts[0]
 
 
 def runtime_threads() -> int:
@@ -151,7 +292,8 @@ def runtime_threads() -> int:
     The runtime sizes it from the machine's cores. It can be resized (``_unsafe_reset_threadpool``),
     but doing so inside a Jupyter kernel killed the kernel here, so the book compares at this size.
     """
-    return _threadpool_get_thread_count()
+    with _without_cpuinfo_lines():  # the first call into the runtime detects the CPU
+        return _threadpool_get_thread_count()
 
 
 class ExecuTorchProgram:
