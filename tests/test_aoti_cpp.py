@@ -201,3 +201,28 @@ def test_threads_and_repeat_report_a_median(tiny):
     for bad in ({"threads": 0}, {"repeat": -1}, {"threads": 1.5}):
         with pytest.raises(ValueError, match="must be a whole number"):
             run_cpp(package, (torch.rand(3, 64, 64),), **bad)
+
+
+def test_resolved_libraries_of_the_runner_are_files():
+    libraries = aoti_cpp.resolved_libraries(runner_path())
+    assert {"libtorch.so", "libtorch_cpu.so", "libc10.so"} <= set(libraries)
+    assert all(path is not None and path.is_file() for path in libraries.values())
+    assert not any(name.startswith("linux-vdso") for name in libraries)
+
+
+def test_resolved_libraries_names_a_missing_library(tmp_path):
+    (tmp_path / "gone.cpp").write_text("int gone() { return 1; }\n")
+    (tmp_path / "main.cpp").write_text("int gone();\nint main() { return gone(); }\n")
+    compile_ = ["g++", "-o", "libgone.so", "-shared", "-fPIC", "gone.cpp"]
+    subprocess.run(compile_, cwd=tmp_path, check=True)
+    subprocess.run(["g++", "-o", "main", "main.cpp", "-L.", "-lgone"], cwd=tmp_path, check=True)
+    (tmp_path / "libgone.so").unlink()
+    assert aoti_cpp.resolved_libraries(tmp_path / "main")["libgone.so"] is None
+
+
+def test_resolved_libraries_of_what_is_not_a_program(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no file at"):
+        aoti_cpp.resolved_libraries(tmp_path / "missing")
+    (tmp_path / "notes.txt").write_text("not a program")
+    with pytest.raises(ValueError, match="notes.txt is not a dynamically linked ELF file"):
+        aoti_cpp.resolved_libraries(tmp_path / "notes.txt")

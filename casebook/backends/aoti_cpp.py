@@ -108,6 +108,33 @@ def dynamic_section(library: str | os.PathLike[str]) -> dict[str, list[str]]:
     return entries
 
 
+def resolved_libraries(executable: str | os.PathLike[str]) -> dict[str, Path | None]:
+    """Every shared library the loader would load for ``executable``, direct or indirect, and its file.
+
+    What ``ldd`` prints: a name the loader cannot find maps to None. The kernel's virtual library
+    (``linux-vdso``), which has no file, is left out.
+    """
+    path = Path(executable)
+    if not path.is_file():
+        raise FileNotFoundError(f"no file at {path}")
+    completed = subprocess.run(["ldd", str(path)], capture_output=True, text=True)
+    if completed.returncode != 0 or "not a dynamic executable" in completed.stdout + completed.stderr:
+        raise ValueError(f"{path.name} is not a dynamically linked ELF file: {completed.stderr.strip()}")
+    found: dict[str, Path | None] = {}
+    for line in completed.stdout.splitlines():
+        name, arrow, rest = line.strip().partition(" => ")
+        if name.startswith("linux-vdso"):
+            continue
+        if not arrow:  # the loader itself: "/lib64/ld-linux-x86-64.so.2 (0x...)"
+            name = name.split(" (")[0]
+            found[Path(name).name] = Path(name).resolve()
+        elif rest.startswith("not found"):
+            found[name] = None
+        else:
+            found[name] = Path(rest.split(" (")[0]).resolve()
+    return found
+
+
 def python_shared_library() -> Path:
     """This interpreter's ``libpython3.X.so``: what a library linked to ``libtorch_python`` needs."""
     if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
