@@ -9,6 +9,7 @@ import torch
 import torchvision
 from torch import nn
 from torchvision.models.detection import _utils as det_utils
+from torchvision.models.detection import faster_rcnn, mask_rcnn, roi_heads
 from torchvision.models.detection import transform as det_transform
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
@@ -106,6 +107,28 @@ def test_batched_nms_matches_original(count):
     assert actual.dtype == torch.int64
     if count * 4 <= 4000:
         assert torch.equal(expected, trick)
+
+
+def test_equal_scores_at_the_cut_keep_different_boxes():
+    """The two NMS strategies agree on distinct scores, not on which of many equal scores survive a cut.
+
+    1500 disjoint boxes (NMS keeps all of them) in 3 classes: 6000 coordinates, so eager takes the
+    per-class loop; an exported program always takes the coordinate trick. Ten distinct top scores,
+    then 1490 boxes at exactly 0.5. Cut to 100 detections, as a detector's ``detections_per_img``
+    does, the two keep the same ten and then different boxes of the tied group.
+    """
+    count = 1500
+    left = torch.arange(count, dtype=torch.float32) * 20
+    boxes = torch.stack([left, torch.zeros(count), left + 10, torch.full((count,), 10.0)], dim=1)
+    scores = torch.full((count,), 0.5)
+    scores[:10] = torch.linspace(0.9, 0.8, 10)
+    labels = torch.arange(count) % 3
+    loop = box_ops._batched_nms_vanilla(boxes, scores, labels, 0.5)
+    trick = box_ops._batched_nms_coordinate_trick(boxes, scores, labels, 0.5)
+    assert torch.equal(loop.sort().values, trick.sort().values)  # NMS itself: the same boxes
+    assert torch.equal(loop[:10], trick[:10])  # distinct scores: the same order
+    assert torch.equal(scores[loop[:100]], scores[trick[:100]])  # the same scores after the cut...
+    assert not torch.equal(loop[:100].sort().values, trick[:100].sort().values)  # ...not the same boxes
 
 
 def test_patched_batched_nms_on_zero_boxes_returns_empty_int64():
@@ -333,6 +356,11 @@ def _current_state():
         "batch_images": det_transform.GeneralizedRCNNTransform.__dict__["batch_images"],
         "nms_fake": holder.kernel.func,
         "nms_fakes": len(holder.kernels),
+        "paste_masks": roi_heads.paste_masks_in_image,
+        "paste_masks_in_transform": det_transform.paste_masks_in_image,
+        "heatmaps_to_keypoints": roi_heads.heatmaps_to_keypoints,
+        "box_head_forward": "forward" in vars(faster_rcnn.FastRCNNConvFCHead),
+        "mask_head_forward": "forward" in vars(mask_rcnn.MaskRCNNHeads),
     }
 
 

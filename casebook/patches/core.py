@@ -15,13 +15,19 @@ def replace(owner: object, attribute: str, replacement: object) -> Undo:
     """Set ``owner.attribute = replacement`` and return the function that puts the original back.
 
     The original is read from ``owner.__dict__`` when it is defined there, so a ``staticmethod`` or
-    ``classmethod`` is restored as the descriptor it was, not as the function it wraps.
+    ``classmethod`` is restored as the descriptor it was, not as the function it wraps. An attribute
+    that ``owner`` only inherits (a class that uses its base class's ``forward``) is deleted again
+    on undo, so the class inherits it as before.
     """
-    original = owner.__dict__[attribute] if attribute in vars(owner) else getattr(owner, attribute)
+    inherited = attribute not in vars(owner)
+    original = getattr(owner, attribute) if inherited else owner.__dict__[attribute]
     setattr(owner, attribute, replacement)
 
     def undo() -> None:
-        setattr(owner, attribute, original)
+        if inherited:
+            delattr(owner, attribute)
+        else:
+            setattr(owner, attribute, original)
 
     return undo
 

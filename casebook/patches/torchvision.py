@@ -37,10 +37,12 @@ import torchvision
 from torch import Tensor
 from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true
 from torchvision.models.detection import _utils as det_utils
+from torchvision.models.detection import faster_rcnn, mask_rcnn, roi_heads
 from torchvision.models.detection import transform as det_transform
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
 
+from . import torchvision_heads
 from .core import Patch, Undo, apply, replace, undo_all
 from .core import patch_table as _patch_table
 
@@ -60,10 +62,14 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 
     Eager: ``guard_or_false`` on a concrete bool returns it unchanged, so the original choice between
     the per-class loop (many boxes) and the coordinate trick (few boxes) is kept. Under export the
-    size is unknown and the coordinate trick is traced: it is correct for any number of boxes. The
-    two strategies keep the same boxes; they can list boxes with exactly equal scores in a different
-    order (``nms`` documents that order as unspecified), so an exported program can differ from
-    eager there when eager took the loop.
+    size is unknown and the coordinate trick is traced: it is correct for any number of boxes. With
+    distinct scores the two strategies return the same boxes in the same order. Boxes with exactly
+    equal scores come back in another order (``nms`` leaves it unspecified), and that is not
+    harmless: the detector then cuts the list to ``detections_per_img``, and when the cut falls
+    inside a group of equal scores, eager (which took the loop) and the exported program keep
+    different members of the group. The test ``test_equal_scores_at_the_cut_keep_different_boxes``
+    shows it; ``casebook.models.detection_zoo.parity`` accepts such differences only at the last
+    kept score.
     """
     threshold = 4000 if boxes.device.type == "cpu" else 100_000
     if guard_or_false(boxes.numel() > threshold) and not torchvision._is_tracing():  # export-safe
@@ -334,9 +340,37 @@ PATCHES: dict[str, Patch] = {
             batch_images,
             lambda: replace(det_transform.GeneralizedRCNNTransform, "batch_images", batch_images),
         ),
+        Patch(
+            "roi_head_batch_norm",
+            "FastRCNNConvFCHead.forward and MaskRCNNHeads.forward (the v2 heads, with BatchNorm)",
+            "Could not guard on data-dependent expression Eq(12544*Min(1000, u2), 0)",
+            torchvision_heads.roi_head_forward,
+            lambda: undo_all(
+                replace(faster_rcnn.FastRCNNConvFCHead, "forward", torchvision_heads.roi_head_forward),
+                replace(mask_rcnn.MaskRCNNHeads, "forward", torchvision_heads.roi_head_forward),
+            ),
+        ),
+        Patch(
+            "paste_masks_without_loop",
+            "torchvision.models.detection.roi_heads.paste_masks_in_image (Mask R-CNN)",
+            "Could not guard on data-dependent expression Eq(Min(100, u9), 0)",
+            torchvision_heads.paste_masks_in_image,
+            lambda: undo_all(
+                replace(roi_heads, "paste_masks_in_image", torchvision_heads.paste_masks_in_image),
+                # transform.py imported the function by name: replace that reference too
+                replace(det_transform, "paste_masks_in_image", torchvision_heads.paste_masks_in_image),
+            ),
+        ),
+        Patch(
+            "heatmaps_to_keypoints_without_loop",
+            "torchvision.models.detection.roi_heads.heatmaps_to_keypoints (Keypoint R-CNN)",
+            "Could not extract specialized integer from data-dependent expression Min(100, u9)",
+            torchvision_heads.heatmaps_to_keypoints,
+            lambda: replace(roi_heads, "heatmaps_to_keypoints", torchvision_heads.heatmaps_to_keypoints),
+        ),
     ]
 }
-"""Every patch, by name, in the order export meets the failures."""
+"""Every patch, by name: Faster R-CNN's in the order export meets the failures, then the two RoI-head loops."""
 
 STATIC_EXPORT_PATCHES = (
     "batched_nms_dispatch",
@@ -344,8 +378,11 @@ STATIC_EXPORT_PATCHES = (
     "roi_align_num_rois",
     "nms_fake_allows_empty",
     "box_coder_decode",
+    "roi_head_batch_norm",
+    "paste_masks_without_loop",
+    "heatmaps_to_keypoints_without_loop",
 )
-"""The patches a static-shape export needs."""
+"""The patches a static-shape export needs (the last three only for other detectors than Faster R-CNN v1)."""
 
 
 @contextmanager

@@ -1,0 +1,181 @@
+"""Every detector builder in ``torchvision.models.detection``, built, exported and compared the same way.
+
+The list is torchvision's own (``torchvision.models.list_models``), so a release that adds a builder
+adds a row. Each model gets random weights (seed 0) with BatchNorm statistics re-estimated on four
+photos where it has BatchNorm, the resize taken out of its transform (``_skip_resize``, as in the
+Faster R-CNN case study: height and width can then stay symbolic), and one eager run before export
+(it caches the RoI pooler's scales). Exports run under every patch of
+:mod:`casebook.patches.torchvision`.
+
+The accepted image size is read from the program: export with ``Dim.AUTO`` for height and width,
+then :func:`size_range` returns the range export derived (a lower bound from the smallest feature
+map, an upper bound where the architecture has one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torchvision
+from torch.export import Dim
+from torch.utils._sympy.numbers import int_oo
+
+from ..patches.torchvision import export_patches
+from .faster_rcnn import CALIBRATION_PHOTOS, load_image
+from .random_weights import reestimate_batchnorm
+
+DETECTORS: tuple[str, ...] = tuple(torchvision.models.list_models(module=torchvision.models.detection))
+"""Every detection builder of the installed torchvision (12 on 0.29.1)."""
+
+EXAMPLE_SIZES: dict[str, tuple[int, int]] = {
+    "ssd300_vgg16": (304, 288),  # SSD300's extra layers need about 300 pixels a side
+    "ssdlite320_mobilenet_v3_large": (320, 288),
+}
+"""(height, width) of the export example where the default does not fit; not square, on purpose."""
+
+DEFAULT_EXAMPLE_SIZE = (320, 256)
+
+EXACT_KEYS = ("boxes", "labels", "scores", "keypoints")
+"""Outputs compared bit for bit: the program runs the same kernels as eager on them."""
+
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "masks": (0.0, 1e-6),  # probabilities from the loop-free paster: float rounding (see its tests)
+    "keypoints_scores": (1e-5, 1e-5),  # heatmap values of order 1 to 10, another bicubic rounding
+}
+"""(rtol, atol) for the outputs the RoI-head patches compute with other arithmetic than eager."""
+
+
+def example_size(name: str) -> tuple[int, int]:
+    """The (height, width) a detector is exported and compared at."""
+    _check_name(name)
+    return EXAMPLE_SIZES.get(name, DEFAULT_EXAMPLE_SIZE)
+
+
+def _check_name(name: str) -> None:
+    if name not in DETECTORS:
+        raise ValueError(
+            f"{name!r} is not a detection builder of torchvision {torchvision.__version__}; "
+            f"choose one of: {', '.join(DETECTORS)}"
+        )
+
+
+def build_detector(name: str, seed: int = 0) -> torch.nn.Module:
+    """``torchvision.models.get_model(name)`` with random weights, calibrated, resize off, warmed up.
+
+    BatchNorm statistics are re-estimated on the four calibration photos at 256 x 256 where the
+    model has BatchNorm (SSD300's VGG has none): with their initial values the activations of a
+    random backbone fade until every image looks the same to the heads. The model responds to its
+    input; it is not a detector. Takes images at their own size; its boxes are in that image's
+    coordinates.
+    """
+    _check_name(name)
+    torch.manual_seed(seed)
+    model = torchvision.models.get_model(name, weights=None, weights_backbone=None).eval()
+    model.transform._skip_resize = True
+    if any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        photos = torch.stack([model.transform.normalize(load_image(p, 256)) for p in CALIBRATION_PHOTOS])
+        reestimate_batchnorm(model, photos, forward=model.backbone)
+    eager(model, example_image(name))  # caches the RoI pooler's scales, which would pin H and W
+    return model
+
+
+def example_image(name: str, photo: str = "astronaut") -> torch.Tensor:
+    """The photo at the detector's example size, a float (3, H, W) tensor in [0, 1]."""
+    return load_image(photo, example_size(name))
+
+
+def eager(model: torch.nn.Module, image: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The model's detections for one image, with its resize off (the patch that honours ``_skip_resize``)."""
+    with torch.inference_mode(), export_patches("skip_resize_in_eval"):
+        return model([image])[0]
+
+
+@dataclass(frozen=True)
+class ExportRun:
+    """One export of one detector: the program and how long ``torch.export.export`` took."""
+
+    program: torch.export.ExportedProgram
+    seconds: float
+    dynamic: bool
+    strict: bool
+
+
+def export_detector(model: torch.nn.Module, image: torch.Tensor, *, dynamic: bool, strict: bool) -> ExportRun:
+    """Export under every patch; ``dynamic`` makes height and width ``Dim.AUTO``."""
+    shapes = ([{1: Dim.AUTO, 2: Dim.AUTO}],) if dynamic else None
+    start = time.perf_counter()
+    with export_patches():
+        program = torch.export.export(model, ([image],), dynamic_shapes=shapes, strict=strict)
+    return ExportRun(program, time.perf_counter() - start, dynamic, strict)
+
+
+def size_range(program: torch.export.ExportedProgram) -> dict[str, tuple[int, int | None]]:
+    """{"H": (min, max), "W": (min, max)} the program accepts; max None when export found no upper bound.
+
+    A static dimension gives (size, size). Read from the program's range constraints, the bounds
+    export derived while tracing.
+    """
+    image = next(
+        node for node in program.graph.nodes if node.op == "placeholder" and node.name.startswith("images")
+    )
+    bounds = {}
+    for label, size in zip(("H", "W"), image.meta["val"].shape[1:], strict=True):
+        if isinstance(size, int):
+            bounds[label] = (size, size)
+            continue
+        valid = program.range_constraints[size.node.expr]
+        upper = None if valid.upper in (int_oo, float("inf")) else int(valid.upper)
+        bounds[label] = (int(valid.lower), upper)
+    return bounds
+
+
+def parity(expected: Mapping[str, torch.Tensor], actual: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """Largest |difference| per output, plus ``"tied at the cut"``; AssertionError outside the policy.
+
+    Boxes, labels, scores and keypoints must be identical; masks and keypoint scores within
+    :data:`TOLERANCES`. One exception, for exact ties: when several candidates share the score of
+    the last detection kept (the cut to ``detections_per_img``), eager and the program may keep
+    different ones of them (see :func:`casebook.patches.torchvision.batched_nms`). Detections that
+    differ are accepted only there: the score lists must be identical and every differing detection
+    must carry that last score. Their count is returned as ``"tied at the cut"``.
+    """
+    assert expected.keys() == actual.keys(), f"outputs differ: {sorted(expected)} vs {sorted(actual)}"
+    for key, want in expected.items():
+        got = actual[key]
+        assert got.shape == want.shape, f"{key}: shape {tuple(got.shape)}, eager {tuple(want.shape)}"
+        assert got.dtype == want.dtype, f"{key}: dtype {got.dtype}, eager {want.dtype}"
+    tied = _tied_at_the_cut(expected, actual)
+    same = ~tied
+    differences: dict[str, float] = {}
+    for key, want in expected.items():
+        want, got = want[same], actual[key][same]
+        differences[key] = 0.0 if want.numel() == 0 else (got.double() - want.double()).abs().max().item()
+        if key in TOLERANCES:
+            rtol, atol = TOLERANCES[key]
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m, key=key: f"{key}: {m}")
+        else:
+            assert torch.equal(got, want), f"{key}: differs from eager by up to {differences[key]:.3g}"
+    differences["tied at the cut"] = int(tied.sum())
+    return differences
+
+
+def _tied_at_the_cut(
+    expected: Mapping[str, torch.Tensor], actual: Mapping[str, torch.Tensor]
+) -> torch.Tensor:
+    """Which detections differ between the two results because of an exact tie at the last score."""
+    scores = expected["scores"]
+    assert torch.equal(actual["scores"], scores), "the scores differ from eager"
+    differs = torch.zeros(len(scores), dtype=torch.bool)
+    for key in ("boxes", "labels"):
+        unequal = expected[key] != actual[key]
+        differs |= unequal.flatten(1).any(dim=1) if unequal.dim() > 1 else unequal
+    if differs.any():
+        last = scores[-1]
+        assert bool((scores[differs] == last).all()), (
+            "detections differ from eager above the last kept score: "
+            f"{int(differs.sum())} of {len(scores)}, highest score {scores[differs].max().item():.6g}"
+        )
+    return differs

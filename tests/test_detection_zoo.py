@@ -1,0 +1,118 @@
+"""detection_zoo: the builder list, the size range read from a program, and the parity policy.
+
+Two real exports (Mask R-CNN v2 with dynamic H/W, Keypoint R-CNN static) cover the RoI-head
+patches end to end; the detection zoo page exports every builder.
+"""
+
+import pytest
+import torch
+import torchvision
+
+from casebook.models.detection_zoo import (
+    DETECTORS,
+    build_detector,
+    eager,
+    example_image,
+    example_size,
+    export_detector,
+    parity,
+    size_range,
+)
+from casebook.models.faster_rcnn import load_image
+
+
+def test_detectors_are_torchvisions_own_list():
+    assert DETECTORS == tuple(torchvision.models.list_models(module=torchvision.models.detection))
+    assert len(DETECTORS) == 12  # torchvision 0.29.1
+    assert "maskrcnn_resnet50_fpn_v2" in DETECTORS and "ssdlite320_mobilenet_v3_large" in DETECTORS
+
+
+@pytest.mark.parametrize("call", [build_detector, example_size])
+def test_unknown_detector_names_the_choices(call):
+    with pytest.raises(ValueError, match=r"'yolo' is not a detection builder .* choose one of: fasterrcnn"):
+        call("yolo")
+
+
+def _detections(count, boxes_seed=0):
+    generator = torch.Generator().manual_seed(boxes_seed)
+    return {
+        "boxes": torch.rand(count, 4, generator=generator) * 100,
+        "labels": torch.randint(1, 91, (count,), generator=generator),
+        "scores": torch.linspace(0.9, 0.1, count),
+    }
+
+
+def test_parity_of_identical_results_reports_zero():
+    result = _detections(5)
+    assert parity(result, dict(result)) == {"boxes": 0.0, "labels": 0.0, "scores": 0.0, "tied at the cut": 0}
+
+
+def test_parity_accepts_different_detections_only_at_a_tie_on_the_last_score():
+    expected = _detections(5)
+    expected["scores"][-2:] = 0.1  # two detections tie at the last kept score
+    actual = {key: value.clone() for key, value in expected.items()}
+    actual["boxes"][-1] += 7  # the program kept another member of the tied group
+    assert parity(expected, actual)["tied at the cut"] == 1
+
+    above = {key: value.clone() for key, value in expected.items()}
+    above["boxes"][1] += 7
+    with pytest.raises(AssertionError, match="differ from eager above the last kept score: 1 of 5"):
+        parity(expected, above)
+
+
+def test_parity_rejects_other_scores_shapes_and_dtypes():
+    expected = _detections(4)
+    other_scores = dict(expected, scores=expected["scores"] + 1e-7)
+    with pytest.raises(AssertionError, match="the scores differ from eager"):
+        parity(expected, other_scores)
+    with pytest.raises(AssertionError, match=r"boxes: shape \(3, 4\), eager \(4, 4\)"):
+        parity(expected, dict(expected, boxes=expected["boxes"][:3]))
+    with pytest.raises(AssertionError, match="labels: dtype torch.int32"):
+        parity(expected, dict(expected, labels=expected["labels"].int()))
+
+
+def test_parity_holds_masks_to_their_tolerance():
+    expected = dict(_detections(2), masks=torch.rand(2, 1, 8, 8))
+    close = dict(expected, masks=expected["masks"] + 5e-7)
+    assert parity(expected, close)["masks"] == pytest.approx(5e-7, rel=0.05)  # float32 rounding of x + 5e-7
+    with pytest.raises(AssertionError, match="masks"):
+        parity(expected, dict(expected, masks=expected["masks"] + 1e-5))
+
+
+@pytest.fixture(scope="module")
+def mask_rcnn_v2():
+    name = "maskrcnn_resnet50_fpn_v2"
+    model = build_detector(name)
+    return model, export_detector(model, example_image(name), dynamic=True, strict=False)
+
+
+def test_mask_rcnn_v2_exports_with_dynamic_height_and_width(mask_rcnn_v2):
+    model, run = mask_rcnn_v2
+    assert run.dynamic and not run.strict and run.seconds > 0
+    assert size_range(run.program) == {"H": (65, None), "W": (65, None)}
+    counts = []
+    for photo, size in [("astronaut", (65, 65)), ("astronaut", (200, 333)), ("coffee", (200, 333))]:
+        image = load_image(photo, size)
+        expected = eager(model, image)
+        differences = parity(expected, run.program.module()([image])[0])
+        assert differences["tied at the cut"] == 0
+        counts.append(len(expected["scores"]))
+    assert 0 in counts and max(counts) > 0  # an image without detections, and images with some
+
+
+def test_a_size_below_the_range_is_rejected_by_the_program(mask_rcnn_v2):
+    _, run = mask_rcnn_v2
+    with pytest.raises(AssertionError, match=r"Guard failed: images\[0\].size\(\)\[1\] >= 65"):
+        run.program.module()([torch.rand(3, 64, 100)])
+
+
+def test_keypoint_rcnn_exports_statically_and_matches_eager():
+    name = "keypointrcnn_resnet50_fpn"
+    model = build_detector(name)
+    run = export_detector(model, example_image(name), dynamic=False, strict=False)
+    assert size_range(run.program) == {"H": (320, 320), "W": (256, 256)}
+    image = example_image(name, "coffee")
+    expected = eager(model, image)
+    assert len(expected["scores"]) > 0
+    differences = parity(expected, run.program.module()([image])[0])
+    assert differences["keypoints"] == 0.0
