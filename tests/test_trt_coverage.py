@@ -25,6 +25,7 @@ from casebook.backends.trt_coverage import (
     TorchTensorRTNotInstalledError,
     coverage_report,
     coverage_reports,
+    coverage_reports_by_program,
 )
 from casebook.models.stand_ins import Boxes, Instances, register_pytree_nodes
 
@@ -320,3 +321,25 @@ def test_before_load_registers_fake_kernels_the_dry_run_needs(tmp_path, monkeypa
     assert "torch.ops.casebook_test_ops.scale.default" in report.unsupported_ops
     with pytest.raises(ValueError, match="importable module"):
         coverage_report(program, inputs, before_load=[lambda: None])
+
+
+def test_several_programs_share_one_worker(resnet18, nms_head, resnet18_reports, nms_reports):
+    reports = coverage_reports_by_program({"resnet18": resnet18, "nms head": nms_head}, min_block_size=1)
+    assert list(reports) == ["resnet18", "nms head"]
+    # The same partitions as one program per worker (resnet18 is one block at any block size).
+    assert reports["resnet18"].trt_block_sizes == resnet18_reports[0].trt_block_sizes
+    alone = nms_reports[0][0]
+    assert reports["nms head"].unsupported_ops == alone.unsupported_ops == {NMS: 1}
+    assert reports["nms head"].trt_block_sizes == alone.trt_block_sizes
+
+
+def test_several_programs_name_the_one_that_failed(resnet18, nms_head):
+    with pytest.raises(TensorRTCompileError, match=r"\(program 'nms head'\)"):
+        coverage_reports_by_program(
+            {"resnet18": resnet18, "nms head": nms_head}, require_full_compilation=True
+        )
+
+
+def test_several_programs_need_at_least_one():
+    with pytest.raises(ValueError, match="needs at least one program"):
+        coverage_reports_by_program({})

@@ -7,6 +7,7 @@ from .trt_coverage import (
     PartitionBlock,
     coverage_report,
     coverage_reports,
+    coverage_reports_by_program,
 )
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "choose_backend",
     "coverage_report",
     "coverage_reports",
+    "coverage_reports_by_program",
     "lower",
 ]

@@ -1,9 +1,9 @@
 """Subprocess entry point for `casebook.backends.trt_coverage`: Torch-TensorRT dry runs.
 
 Run as ``python -m casebook.backends._trt_dryrun_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
-``program.pt2`` (from `torch.export.save`), ``inputs.pt`` (the example inputs) and ``request.json``
-(one or more variants of the compile settings, the modules to import and the pytree registrations to
-run before loading the program); the worker writes ``result.json`` there and exits 0
+``program_N.pt2`` (from `torch.export.save`) and ``inputs_N.pt`` (its example inputs) for one or more
+programs, and ``request.json`` (one or more variants of the compile settings, each naming its program
+by ``N``, the modules to import and the pytree registrations to run before loading the programs); the worker writes ``result.json`` there and exits 0
 even when a compile raised, so the parent can tell "torch_tensorrt refused this graph" (a run with
 ``ok: false, phase: compile``) from "the analysis could not run" (top-level ``ok: false``).
 
@@ -299,13 +299,17 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     partitioning.get_graph_converter_support = get_graph_converter_support
 
     state["phase"] = "load"
-    inputs = torch.load(request_dir / "inputs.pt", weights_only=True)
+    inputs_by_program: dict[int, Any] = {}
     runs = []
     for variant in request["variants"]:
         captured.clear()
         state["phase"] = "load"
+        index = variant.get("program", 0)  # several programs can share one worker (and its start-up)
+        if index not in inputs_by_program:
+            inputs_by_program[index] = torch.load(request_dir / f"inputs_{index}.pt", weights_only=True)
+        inputs = inputs_by_program[index]
         # compile() rewrites the program it is given, so every variant starts from the saved one.
-        program = torch.export.load(str(request_dir / "program.pt2"))
+        program = torch.export.load(str(request_dir / f"program_{index}.pt2"))
         try:
             partitioned, log = _dry_run(torch_tensorrt, program, inputs, variant)
         except Exception as exc:  # Torch-TensorRT refused the graph: recorded, the next variant runs

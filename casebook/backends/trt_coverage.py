@@ -302,9 +302,7 @@ def coverage_report(
         "require_full_compilation": require_full_compilation,
     }
     (report,) = _reports(
-        exported_program,
-        example_inputs,
-        [variant],
+        [(exported_program, example_inputs, variant)],
         timeout_s,
         import_modules,
         (*pytree_registrations, *before_load),
@@ -332,9 +330,7 @@ def coverage_reports(
     If any variant makes Torch-TensorRT raise, `TensorRTCompileError` is raised for the first one.
     """
     return _reports(
-        exported_program,
-        example_inputs,
-        variants,
+        [(exported_program, example_inputs, variant) for variant in variants],
         timeout_s,
         import_modules,
         (*pytree_registrations, *before_load),
@@ -342,52 +338,103 @@ def coverage_reports(
     )
 
 
+def coverage_reports_by_program(
+    programs: Mapping[str, tuple[torch.export.ExportedProgram, Sequence[Any] | torch.Tensor]],
+    *,
+    min_block_size: int = 5,
+    torch_executed_ops: Collection[Any] = (),
+    require_full_compilation: bool = False,
+    timeout_s: float = 600,
+    import_modules: Sequence[str] = (),
+    pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    before_load: Sequence[str | Callable[[], Any]] = (),
+) -> dict[str, CoverageReport]:
+    """`coverage_report` for several programs, one setting, in one worker process: {name: report}.
+
+    ``programs`` maps a name to ``(exported_program, example_inputs)``. The worker starts once (about
+    ten seconds), so a dozen programs cost that once, not a dozen times. ``timeout_s`` covers them
+    all. If Torch-TensorRT raises on one, `TensorRTCompileError` is raised for the first such
+    program, named in its message.
+    """
+    if not programs:
+        raise ValueError("coverage_reports_by_program needs at least one program, got an empty mapping")
+    variant = {
+        "min_block_size": min_block_size,
+        "torch_executed_ops": torch_executed_ops,
+        "require_full_compilation": require_full_compilation,
+    }
+    reports = _reports(
+        [(program, inputs, variant) for program, inputs in programs.values()],
+        timeout_s,
+        import_modules,
+        (*pytree_registrations, *before_load),
+        stacklevel=3,
+        labels=list(programs),
+    )
+    return dict(zip(programs, reports, strict=True))
+
+
 def _reports(
-    exported_program: torch.export.ExportedProgram,
-    example_inputs: Sequence[Any] | torch.Tensor,
-    variants: Sequence[Mapping[str, Any]],
+    jobs: Sequence[tuple[torch.export.ExportedProgram, Sequence[Any] | torch.Tensor, Mapping[str, Any]]],
     timeout_s: float,
     import_modules: Sequence[str],
     pytree_registrations: Sequence[str | Callable[[], Any]],
     stacklevel: int,
+    labels: Sequence[str] | None = None,
 ) -> list[CoverageReport]:
+    """Dry-run each (program, example inputs, settings) job in one worker; a program shared by
+    several jobs is saved once."""
     if importlib.util.find_spec("torch_tensorrt") is None:
         raise TorchTensorRTNotInstalledError(
             "torch_tensorrt is not installed in this environment. Run `make build` (it installs "
             "torch-tensorrt, analysis-only on a machine without a GPU) and use the .venv it creates."
         )
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    unknown = {key for variant in variants for key in variant} - set(_DEFAULTS)
+    unknown = {key for _, _, variant in jobs for key in variant} - set(_DEFAULTS)
     if unknown:
         raise TypeError(f"unknown coverage_report settings: {sorted(unknown)}")
-    variants = [{**_DEFAULTS, **variant} for variant in variants]
+    programs: list[tuple[torch.export.ExportedProgram, tuple[Any, ...]]] = []
+    program_index: list[int] = []
+    for program, inputs, _ in jobs:
+        known = next((i for i, (p, _) in enumerate(programs) if p is program), None)
+        if known is None:
+            programs.append((program, (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)))
+            known = len(programs) - 1
+        program_index.append(known)
+    variants = [{**_DEFAULTS, **variant} for _, _, variant in jobs]
+    modules = list(import_modules)
+    for program, _ in programs:
+        modules = _modules_for(program, modules)
     request = {
-        "import_modules": _modules_for(exported_program, import_modules),
+        "import_modules": modules,
         "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
         "variants": [
             {
+                "program": index,
                 "min_block_size": int(v["min_block_size"]),
                 "torch_executed_ops": sorted({_op_name(op) for op in v["torch_executed_ops"]}),
                 "require_full_compilation": bool(v["require_full_compilation"]),
             }
-            for v in variants
+            for index, v in zip(program_index, variants, strict=True)
         ],
     }
-    result, stderr = _run_worker(exported_program, tuple(example_inputs), request, timeout_s)
+    result, stderr = _run_worker(programs, request, timeout_s)
 
     if not result["ok"]:
         raise CoverageAnalysisError(
             f"the dry run failed while in phase {result.get('phase')!r}: "
             f"{result['error_type']}: {result['message']}"
-            + _load_hint(result, exported_program, request["pytree_registrations"]),
+            + _load_hint(result, [p for p, _ in programs], request["pytree_registrations"]),
             stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
             result=result,
         )
     reports = []
     for index, (variant, run) in enumerate(zip(request["variants"], result["runs"], strict=True)):
         if not run["ok"]:
-            where = f" (variant {index}: {variant})" if len(variants) > 1 else ""
+            settings = {key: value for key, value in variant.items() if key != "program"}
+            if labels is not None:
+                where = f" (program {labels[index]!r})"
+            else:
+                where = f" (variant {index}: {settings})" if len(variants) > 1 else ""
             raise TensorRTCompileError(
                 run["error_type"],
                 run["message"],
@@ -435,12 +482,13 @@ def _reports(
 
 
 def _load_hint(
-    result: Mapping[str, Any], program: torch.export.ExportedProgram, registrations: Sequence[str]
+    result: Mapping[str, Any], programs: Sequence[torch.export.ExportedProgram], registrations: Sequence[str]
 ) -> str:
-    """What to pass when the worker could not load the program for want of its custom pytree types."""
+    """What to pass when the worker could not load a program for want of its custom pytree types."""
     if result.get("phase") != "load":
         return ""
-    missing = sorted(set(_custom_pytree_types(program)) - set(result.get("pytree_types", ())))
+    needed = {name for program in programs for name in _custom_pytree_types(program)}
+    missing = sorted(needed - set(result.get("pytree_types", ())))
     if not missing:
         return ""
     ran = f" The registrations it ran, {list(registrations)}, did not register them." if registrations else ""
@@ -453,16 +501,16 @@ def _load_hint(
 
 
 def _run_worker(
-    exported_program: torch.export.ExportedProgram,
-    example_inputs: tuple[Any, ...],
+    programs: Sequence[tuple[torch.export.ExportedProgram, tuple[Any, ...]]],
     request: dict[str, Any],
     timeout_s: float,
 ) -> tuple[dict[str, Any], str]:
-    """Save the program and inputs, run the worker on them, return its result and stderr."""
+    """Save the programs and their inputs, run the worker on them, return its result and stderr."""
     with tempfile.TemporaryDirectory(prefix="casebook-trt-dryrun-") as tmp:
         tmp_dir = Path(tmp)
-        torch.export.save(exported_program, str(tmp_dir / "program.pt2"))
-        torch.save(example_inputs, tmp_dir / "inputs.pt")
+        for index, (program, example_inputs) in enumerate(programs):
+            torch.export.save(program, str(tmp_dir / f"program_{index}.pt2"))
+            torch.save(example_inputs, tmp_dir / f"inputs_{index}.pt")
         (tmp_dir / "request.json").write_text(json.dumps(request))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))

@@ -1,0 +1,265 @@
+"""An exported program that checks its inputs before it runs, and says what is wrong in words.
+
+An `ExportedProgram` checks the sizes of its inputs against the ranges export derived, but says so
+as ``Guard failed: images[0].size()[1] >= 129``; it rejects a different number of inputs with
+``Trying to flatten user inputs with exported input tree spec``; and it does not check dtypes at
+all (a ``uint8`` image runs). `CheckedProgram` reads what the program was exported for (the input
+structure, each tensor's dtype, and each dimension's size or range) from the program itself and
+checks a call against it first, raising `TypeError` (wrong dtype or container) or `ValueError`
+(wrong count or size) with the input's name, what the program accepts, and what to do. Model
+specific checks (such as the ones a model runs in Python and export traces away) run before those.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._sympy.numbers import int_oo
+
+__all__ = ["CheckedProgram", "DimContract", "TensorContract", "input_contract"]
+
+
+@dataclass(frozen=True)
+class DimContract:
+    """One dimension: a fixed size, or a symbol with the range export derived (high None: no bound)."""
+
+    size: int | None
+    symbol: str = ""
+    low: int = 0
+    high: int | None = None
+
+    def accepts(self, value: int) -> bool:
+        if self.size is not None:
+            return value == self.size
+        return value >= self.low and (self.high is None or value <= self.high)
+
+    def describe(self) -> str:
+        if self.size is not None:
+            return f"exactly {self.size}"
+        return f"{self.low} to {self.high}" if self.high is not None else f"{self.low} or more"
+
+
+@dataclass(frozen=True)
+class TensorContract:
+    """A tensor input as the program was exported for it."""
+
+    name: str  # as the reader writes it, e.g. "images[0]"
+    dtype: torch.dtype
+    dims: tuple[DimContract, ...]
+
+    def shape_text(self) -> str:
+        parts = [str(d.size) if d.size is not None else f"{d.low}..{d.high or '∞'}" for d in self.dims]
+        return "(" + ", ".join(parts) + ")"
+
+
+def input_contract(
+    program: torch.export.ExportedProgram,
+) -> tuple[pytree.TreeSpec, list[TensorContract | None]]:
+    """The input structure of ``program`` and, per leaf, its tensor contract (None: not a tensor)."""
+    spec = program.call_spec.in_spec
+    if spec is None:
+        raise ValueError("the program has no input spec; was it exported with torch.export.export?")
+    names = _leaf_names(program, spec)
+    user_inputs = set(program.graph_signature.user_inputs)
+    values = [
+        node.meta.get("val")
+        for node in program.graph.nodes
+        if node.op == "placeholder" and node.name in user_inputs
+    ]
+    if len(values) != len(names):
+        raise ValueError(
+            f"the program has {len(values)} user inputs but its input spec has {len(names)} leaves"
+        )
+    contracts: list[TensorContract | None] = []
+    for name, value in zip(names, values, strict=True):
+        if not isinstance(value, torch.Tensor):
+            contracts.append(None)  # a Python number or None: the program checks it by equality
+            continue
+        dims = tuple(_dim_contract(size, program.range_constraints) for size in value.shape)
+        contracts.append(TensorContract(name, value.dtype, dims))
+    return spec, contracts
+
+
+class CheckedProgram:
+    """Call an exported program after checking the call against what it was exported for.
+
+    ``checks`` are callables run first with the call's arguments, for checks of the model's own
+    that export traced away (each raises its own error). ``what_to_do`` is appended to every size
+    and dtype message (e.g. "Resize the image to fit."). Accepts a loaded program as well.
+    """
+
+    def __init__(
+        self,
+        program: torch.export.ExportedProgram,
+        *checks: Callable[..., Any],
+        what_to_do: str = "",
+    ):
+        self.program = program
+        self.module = program.module()
+        self.checks = checks
+        self.what_to_do = what_to_do
+        self.spec, self.contracts = input_contract(program)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for check in self.checks:
+            check(*args, **kwargs)
+        self.check(*args, **kwargs)
+        return self.module(*args, **kwargs)
+
+    def check(self, *args: Any, **kwargs: Any) -> None:
+        """Raise `TypeError` or `ValueError` naming what in the call the program does not accept."""
+        self._check_arguments(args, kwargs)
+        _check_structure(self.spec, (args, kwargs), self._top_names())
+        leaves = pytree.tree_leaves((args, kwargs))
+        seen: dict[str, tuple[str, int]] = {}  # symbol -> where it was first seen, and its value
+        for contract, leaf in zip(self.contracts, leaves, strict=True):
+            if contract is not None:
+                self._check_tensor(contract, leaf, seen)
+
+    def _check_arguments(self, args: tuple, kwargs: dict) -> None:
+        args_spec, kwargs_spec = self.spec.children()
+        expected_keywords = list(kwargs_spec.context)
+        if len(args) == args_spec.num_children and sorted(kwargs) == sorted(expected_keywords):
+            return
+        names = self._top_names()[: args_spec.num_children]
+        takes = f"{args_spec.num_children} positional argument(s) ({', '.join(names)})"
+        if expected_keywords:
+            takes += f" and keyword arguments {expected_keywords}"
+        got = f"{len(args)} positional" + (f" and keyword arguments {list(kwargs)}" if kwargs else "")
+        raise TypeError(
+            f"the program takes {takes}, got {got}. Pass the inputs the way they were passed to "
+            "torch.export.export: an exported program binds them by position and keyword as traced."
+        )
+
+    def _check_tensor(self, contract: TensorContract, value: Any, seen: dict[str, tuple[str, int]]) -> None:
+        name, advice = contract.name, f" {self.what_to_do}" if self.what_to_do else ""
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(value).__name__}")
+        if value.dtype != contract.dtype:
+            raise TypeError(
+                f"{name} is {value.dtype}; the program was exported for {contract.dtype} and does not "
+                f"check dtypes itself. Convert it first.{advice}"
+            )
+        if value.dim() != len(contract.dims):
+            raise ValueError(
+                f"{name} has shape {tuple(value.shape)}, {value.dim()} dimensions; the program takes "
+                f"{len(contract.dims)}: {contract.shape_text()}.{advice}"
+            )
+        for index, (dim, size) in enumerate(zip(contract.dims, value.shape, strict=True)):
+            where = f"{name}.shape[{index}]"
+            if not dim.accepts(size):
+                origin = "" if dim.size is not None else " (the range export derived)"
+                raise ValueError(
+                    f"{where} is {size}; the program accepts {dim.describe()}{origin}. "
+                    f"Shape {tuple(value.shape)}, accepted {contract.shape_text()}.{advice}"
+                )
+            if dim.symbol:
+                first = seen.setdefault(dim.symbol, (where, size))
+                if first[1] != size:
+                    raise ValueError(
+                        f"{where} is {size} but {first[0]} is {first[1]}; the program was exported with "
+                        f"these two sizes equal.{advice}"
+                    )
+
+    def _top_names(self) -> list[str]:
+        return list(inspect.signature(self.module.forward).parameters)
+
+
+def _dim_contract(size: int | torch.SymInt, range_constraints: dict) -> DimContract:
+    if isinstance(size, int):
+        return DimContract(size=size)
+    expr = size.node.expr
+    if isinstance(expr, sympy.Integer):
+        return DimContract(size=int(expr))
+    if not isinstance(expr, sympy.Symbol):
+        # e.g. 2*s0: the range of the expression is the program's own business; check only >= 0
+        return DimContract(size=None, symbol="", low=0, high=None)
+    bounds = range_constraints.get(expr)
+    low = int(bounds.lower) if bounds is not None else 0
+    high = None if bounds is None or bounds.upper in (int_oo, sympy.oo) else int(bounds.upper)
+    return DimContract(size=None, symbol=str(expr), low=low, high=high)
+
+
+def _leaf_names(program: torch.export.ExportedProgram, spec: pytree.TreeSpec) -> list[str]:
+    """Each leaf's name as the reader writes it: ``images[0]``, ``x``, ``boxes['scores']``."""
+    parameters = list(inspect.signature(program.module().forward).parameters)
+    placeholder = pytree.tree_unflatten([None] * spec.num_leaves, spec)
+    names = []
+    for path, _ in pytree.tree_flatten_with_path(placeholder)[0]:
+        (group, *rest) = path
+        if group.idx == 0 and rest:  # positional arguments
+            position = rest[0].idx
+            head = parameters[position] if position < len(parameters) else f"args[{position}]"
+            names.append(head + pytree.keystr(tuple(rest[1:])))
+        else:  # keyword arguments: the key is the name
+            names.append(pytree.keystr(tuple(rest)).removeprefix("['").replace("']", "", 1))
+    return names
+
+
+def _describe_spec(spec: pytree.TreeSpec) -> str:
+    if spec.is_leaf():
+        return "a tensor or value"
+    kind = spec.type.__name__
+    if spec.type in (list, tuple):
+        return f"a {kind} of {spec.num_children}"
+    if spec.type is dict:
+        return f"a dict with keys {list(spec.context)}"
+    return f"a {kind}"
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, list | tuple):
+        return f"a {type(value).__name__} of {len(value)}"
+    if isinstance(value, dict):
+        return f"a dict with keys {list(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _check_structure(spec: pytree.TreeSpec, value: Any, top_names: Sequence[str], path: str = "") -> None:
+    """Compare a call's (args, kwargs) with the exported input spec; raise at the first difference."""
+    if spec.is_leaf():
+        if not pytree.tree_flatten(value)[1].is_leaf():
+            raise TypeError(f"{path} must be a single tensor or value, got {_describe_value(value)}")
+        return
+    children, context = _flatten_one_level(value)
+    matches = type(value) is spec.type and len(children) == spec.num_children and context == spec.context
+    if not matches:
+        count_note = (
+            " The number of elements is fixed when the program is exported: export again with the "
+            "count you need, or call the program once per element."
+            if type(value) is spec.type and spec.type in (list, tuple)
+            else ""
+        )
+        raise (ValueError if type(value) is spec.type else TypeError)(
+            f"{path or 'the inputs'} must be {_describe_spec(spec)}, got {_describe_value(value)}.{count_note}"
+        )
+    for index, (child_spec, child) in enumerate(zip(spec.children(), children, strict=True)):
+        _check_structure(child_spec, child, top_names, _child_path(path, spec, context, index, top_names))
+
+
+def _flatten_one_level(value: Any) -> tuple[list[Any], Any]:
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return [], None
+    children, context = node.flatten_fn(value)
+    return list(children), context
+
+
+def _child_path(path: str, spec: pytree.TreeSpec, context: Any, index: int, top_names: Sequence[str]) -> str:
+    if not path:  # the (args, kwargs) pair itself
+        return "\0args" if index == 0 else "\0kwargs"
+    if path == "\0args":
+        return top_names[index] if index < len(top_names) else f"args[{index}]"
+    if path == "\0kwargs":
+        return str(context[index])
+    if spec.type is dict:
+        return f"{path}[{context[index]!r}]"
+    return f"{path}[{index}]"
