@@ -59,13 +59,19 @@ class TensorContract:
 
 
 def input_contract(
-    program: torch.export.ExportedProgram,
+    program: torch.export.ExportedProgram, parameters: Sequence[str] | None = None
 ) -> tuple[pytree.TreeSpec, list[TensorContract | None]]:
-    """The input structure of ``program`` and, per leaf, its tensor contract (None: not a tensor)."""
+    """The input structure of ``program`` and, per leaf, its tensor contract (None: not a tensor).
+
+    ``parameters`` are the names of the positional arguments; read from ``program.module()``'s
+    signature when not given (which unlifts the program: pass them if you already hold the module).
+    """
     spec = program.call_spec.in_spec
     if spec is None:
         raise ValueError("the program has no input spec; was it exported with torch.export.export?")
-    names = _leaf_names(program, spec)
+    if parameters is None:
+        parameters = _parameters(program.module())
+    names = _leaf_names(spec, parameters)
     user_inputs = set(program.graph_signature.user_inputs)
     values = [
         node.meta.get("val")
@@ -104,7 +110,8 @@ class CheckedProgram:
         self.module = program.module()
         self.checks = checks
         self.what_to_do = what_to_do
-        self.spec, self.contracts = input_contract(program)
+        self.parameters = _parameters(self.module)
+        self.spec, self.contracts = input_contract(program, self.parameters)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for check in self.checks:
@@ -115,8 +122,14 @@ class CheckedProgram:
     def check(self, *args: Any, **kwargs: Any) -> None:
         """Raise `TypeError` or `ValueError` naming what in the call the program does not accept."""
         self._check_arguments(args, kwargs)
-        _check_structure(self.spec, (args, kwargs), self._top_names())
-        leaves = pytree.tree_leaves((args, kwargs))
+        args_spec, kwargs_spec = self.spec.children()
+        for name, spec, value in zip(self.parameters, args_spec.children(), args, strict=False):
+            _check_structure(spec, value, name)
+        keywords = list(kwargs_spec.context)
+        for key, spec in zip(keywords, kwargs_spec.children(), strict=True):
+            _check_structure(spec, kwargs[key], key)
+        # Leaves in the order the program was exported with, whatever order the keywords came in.
+        leaves = pytree.tree_leaves((args, {key: kwargs[key] for key in keywords}))
         seen: dict[str, tuple[str, int]] = {}  # symbol -> where it was first seen, and its value
         for contract, leaf in zip(self.contracts, leaves, strict=True):
             if contract is not None:
@@ -127,7 +140,7 @@ class CheckedProgram:
         expected_keywords = list(kwargs_spec.context)
         if len(args) == args_spec.num_children and sorted(kwargs) == sorted(expected_keywords):
             return
-        names = self._top_names()[: args_spec.num_children]
+        names = self.parameters[: args_spec.num_children]
         takes = f"{args_spec.num_children} positional argument(s) ({', '.join(names)})"
         if expected_keywords:
             takes += f" and keyword arguments {expected_keywords}"
@@ -167,9 +180,6 @@ class CheckedProgram:
                         f"these two sizes equal.{advice}"
                     )
 
-    def _top_names(self) -> list[str]:
-        return list(inspect.signature(self.module.forward).parameters)
-
 
 def _dim_contract(size: int | torch.SymInt, range_constraints: dict) -> DimContract:
     if isinstance(size, int):
@@ -186,9 +196,12 @@ def _dim_contract(size: int | torch.SymInt, range_constraints: dict) -> DimContr
     return DimContract(size=None, symbol=str(expr), low=low, high=high)
 
 
-def _leaf_names(program: torch.export.ExportedProgram, spec: pytree.TreeSpec) -> list[str]:
+def _parameters(module: torch.nn.Module) -> list[str]:
+    return list(inspect.signature(module.forward).parameters)
+
+
+def _leaf_names(spec: pytree.TreeSpec, parameters: Sequence[str]) -> list[str]:
     """Each leaf's name as the reader writes it: ``images[0]``, ``x``, ``boxes['scores']``."""
-    parameters = list(inspect.signature(program.module().forward).parameters)
     placeholder = pytree.tree_unflatten([None] * spec.num_leaves, spec)
     names = []
     for path, _ in pytree.tree_flatten_with_path(placeholder)[0]:
@@ -223,8 +236,8 @@ def _describe_value(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _check_structure(spec: pytree.TreeSpec, value: Any, top_names: Sequence[str], path: str = "") -> None:
-    """Compare a call's (args, kwargs) with the exported input spec; raise at the first difference."""
+def _check_structure(spec: pytree.TreeSpec, value: Any, path: str) -> None:
+    """Compare one argument (named ``path``) with its exported spec; raise at the first difference."""
     if spec.is_leaf():
         if not pytree.tree_flatten(value)[1].is_leaf():
             raise TypeError(f"{path} must be a single tensor or value, got {_describe_value(value)}")
@@ -239,10 +252,11 @@ def _check_structure(spec: pytree.TreeSpec, value: Any, top_names: Sequence[str]
             else ""
         )
         raise (ValueError if type(value) is spec.type else TypeError)(
-            f"{path or 'the inputs'} must be {_describe_spec(spec)}, got {_describe_value(value)}.{count_note}"
+            f"{path} must be {_describe_spec(spec)}, got {_describe_value(value)}.{count_note}"
         )
     for index, (child_spec, child) in enumerate(zip(spec.children(), children, strict=True)):
-        _check_structure(child_spec, child, top_names, _child_path(path, spec, context, index, top_names))
+        child_path = f"{path}[{context[index]!r}]" if spec.type is dict else f"{path}[{index}]"
+        _check_structure(child_spec, child, child_path)
 
 
 def _flatten_one_level(value: Any) -> tuple[list[Any], Any]:
@@ -251,15 +265,3 @@ def _flatten_one_level(value: Any) -> tuple[list[Any], Any]:
         return [], None
     children, context = node.flatten_fn(value)
     return list(children), context
-
-
-def _child_path(path: str, spec: pytree.TreeSpec, context: Any, index: int, top_names: Sequence[str]) -> str:
-    if not path:  # the (args, kwargs) pair itself
-        return "\0args" if index == 0 else "\0kwargs"
-    if path == "\0args":
-        return top_names[index] if index < len(top_names) else f"args[{index}]"
-    if path == "\0kwargs":
-        return str(context[index])
-    if spec.type is dict:
-        return f"{path}[{context[index]!r}]"
-    return f"{path}[{index}]"

@@ -171,3 +171,19 @@ def test_model_checks_run_first(program):
     checked = CheckedProgram(program, no_negative)
     with pytest.raises(ValueError, match="scale must not be negative"):
         call(checked, scale=torch.tensor(-1.0))
+
+
+class TwoKeywords(torch.nn.Module):
+    def forward(self, x, *, offset, scale):
+        return x * scale + offset
+
+
+def test_keywords_in_another_order_are_checked_by_name():
+    x, offset, scale = torch.rand(2, 3), torch.rand(2, 3), torch.rand(2, 3)
+    program = torch.export.export(TwoKeywords(), (x,), {"offset": offset, "scale": scale})
+    checked = CheckedProgram(program)
+    assert torch.equal(
+        checked(x, scale=scale, offset=offset), program.module()(x, offset=offset, scale=scale)
+    )
+    with pytest.raises(TypeError, match=r"^scale is torch.float64; "):
+        checked(x, scale=scale.double(), offset=offset)

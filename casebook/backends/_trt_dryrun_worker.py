@@ -304,7 +304,7 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     for variant in request["variants"]:
         captured.clear()
         state["phase"] = "load"
-        index = variant.get("program", 0)  # several programs can share one worker (and its start-up)
+        index = variant["program"]  # several programs can share one worker (and its start-up)
         if index not in inputs_by_program:
             inputs_by_program[index] = torch.load(request_dir / f"inputs_{index}.pt", weights_only=True)
         inputs = inputs_by_program[index]
