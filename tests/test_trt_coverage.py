@@ -7,9 +7,11 @@ Without a GPU the worker runs with stand-ins; the partition facts pinned here do
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +28,7 @@ from casebook.backends.trt_coverage import (
     coverage_report,
     coverage_reports,
     coverage_reports_by_program,
+    start_coverage_reports_by_program,
 )
 from casebook.models.stand_ins import Boxes, Instances, register_pytree_nodes
 
@@ -338,6 +341,42 @@ def test_several_programs_name_the_one_that_failed(resnet18, nms_head):
         coverage_reports_by_program(
             {"resnet18": resnet18, "nms head": nms_head}, require_full_compilation=True
         )
+
+
+def test_a_started_dry_run_returns_before_its_worker_ends(resnet18, nms_head, nms_reports):
+    program, inputs = nms_head
+    pending = start_coverage_reports_by_program({"nms head": (program, inputs)}, min_block_size=1)
+    assert not pending.done()  # the worker takes seconds to import torch_tensorrt
+    del program  # saved before start returned
+    reports = pending.result()
+    assert pending.done()
+    assert reports["nms head"].trt_block_sizes == nms_reports[0][0].trt_block_sizes
+
+
+def test_a_started_dry_run_that_is_dropped_stops_its_worker(nms_head):
+    pending = start_coverage_reports_by_program({"nms head": nms_head})
+    process, files = pending._run.process, Path(pending._run.tmp.name)
+    del pending
+    gc.collect()
+    assert process.poll() is not None and not files.exists()
+
+
+def test_a_saved_program_is_dry_run_from_its_file(nms_head, nms_reports, tmp_path):
+    program, inputs = nms_head
+    path = tmp_path / "nms_head.pt2"
+    torch.export.save(program, str(path))
+    reports = coverage_reports_by_program({"from file": (path, inputs)}, min_block_size=1)
+    alone = nms_reports[0][0]
+    assert reports["from file"].unsupported_ops == alone.unsupported_ops
+    assert reports["from file"].trt_block_sizes == alone.trt_block_sizes
+
+
+def test_a_missing_program_file_is_named_before_any_worker_starts(nms_head, tmp_path):
+    _, inputs = nms_head
+    with pytest.raises(
+        FileNotFoundError, match=r"no saved program at .*missing\.pt2: pass an ExportedProgram"
+    ):
+        coverage_reports_by_program({"missing": (tmp_path / "missing.pt2", inputs)})
 
 
 def test_several_programs_need_at_least_one():

@@ -8,6 +8,7 @@ from .trt_coverage import (
     coverage_report,
     coverage_reports,
     coverage_reports_by_program,
+    start_coverage_reports_by_program,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "coverage_reports",
     "coverage_reports_by_program",
     "lower",
+    "start_coverage_reports_by_program",
 ]

@@ -29,10 +29,13 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,7 +342,9 @@ def coverage_reports(
 
 
 def coverage_reports_by_program(
-    programs: Mapping[str, tuple[torch.export.ExportedProgram, Sequence[Any] | torch.Tensor]],
+    programs: Mapping[
+        str, tuple[torch.export.ExportedProgram | str | os.PathLike, Sequence[Any] | torch.Tensor]
+    ],
     *,
     min_block_size: int = 5,
     torch_executed_ops: Collection[Any] = (),
@@ -351,10 +356,43 @@ def coverage_reports_by_program(
 ) -> dict[str, CoverageReport]:
     """`coverage_report` for several programs, one setting, in one worker process: {name: report}.
 
-    ``programs`` maps a name to ``(exported_program, example_inputs)``. The worker starts once (about
+    ``programs`` maps a name to ``(exported_program, example_inputs)``; a program may also be the
+    path of a file written by ``torch.export.save``, which the worker then loads as it is. The worker starts once (about
     ten seconds), so a dozen programs cost that once, not a dozen times. ``timeout_s`` covers them
     all. If Torch-TensorRT raises on one, `TensorRTCompileError` is raised for the first such
-    program, named in its message.
+    program, named in its message. `start_coverage_reports_by_program` does the same without waiting.
+    """
+    return start_coverage_reports_by_program(
+        programs,
+        min_block_size=min_block_size,
+        torch_executed_ops=torch_executed_ops,
+        require_full_compilation=require_full_compilation,
+        timeout_s=timeout_s,
+        import_modules=import_modules,
+        pytree_registrations=pytree_registrations,
+        before_load=before_load,
+    )._collect(stacklevel=4)
+
+
+def start_coverage_reports_by_program(
+    programs: Mapping[
+        str, tuple[torch.export.ExportedProgram | str | os.PathLike, Sequence[Any] | torch.Tensor]
+    ],
+    *,
+    min_block_size: int = 5,
+    torch_executed_ops: Collection[Any] = (),
+    require_full_compilation: bool = False,
+    timeout_s: float = 600,
+    import_modules: Sequence[str] = (),
+    pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    before_load: Sequence[str | Callable[[], Any]] = (),
+) -> PendingCoverageReports:
+    """`coverage_reports_by_program`, started and not waited for: the worker runs in its own process.
+
+    The programs are saved before this returns, so they may be deleted or changed afterwards.
+    ``.result()`` waits for the worker and returns ``{name: report}`` (or raises what
+    `coverage_reports_by_program` raises); ``timeout_s`` counts from the start. On a machine with two
+    cores, the dry run then takes the other core while this process goes on with its own work.
     """
     if not programs:
         raise ValueError("coverage_reports_by_program needs at least one program, got an empty mapping")
@@ -363,15 +401,36 @@ def coverage_reports_by_program(
         "torch_executed_ops": torch_executed_ops,
         "require_full_compilation": require_full_compilation,
     }
-    reports = _reports(
+    run = _start_reports(
         [(program, inputs, variant) for program, inputs in programs.values()],
         timeout_s,
         import_modules,
         (*pytree_registrations, *before_load),
-        stacklevel=3,
         labels=list(programs),
     )
-    return dict(zip(programs, reports, strict=True))
+    return PendingCoverageReports(run, list(programs))
+
+
+class PendingCoverageReports:
+    """A Torch-TensorRT dry run under way in its worker process (`start_coverage_reports_by_program`).
+
+    A run that is never collected is stopped, and its files removed, when this object is deleted.
+    """
+
+    def __init__(self, run: _WorkerRun, names: Sequence[str]):
+        self._run = run
+        self._names = list(names)
+
+    def done(self) -> bool:
+        """Whether the worker has finished (successfully or not); `result` then returns at once."""
+        return self._run.process.poll() is not None
+
+    def result(self) -> dict[str, CoverageReport]:
+        """Wait for the worker; {name: report}, or the error the dry run ended with."""
+        return self._collect(stacklevel=4)
+
+    def _collect(self, stacklevel: int) -> dict[str, CoverageReport]:
+        return dict(zip(self._names, self._run.reports(stacklevel=stacklevel), strict=True))
 
 
 def _reports(
@@ -380,10 +439,21 @@ def _reports(
     import_modules: Sequence[str],
     pytree_registrations: Sequence[str | Callable[[], Any]],
     stacklevel: int,
-    labels: Sequence[str] | None = None,
 ) -> list[CoverageReport]:
-    """Dry-run each (program, example inputs, settings) job in one worker; a program shared by
-    several jobs is saved once."""
+    """Dry-run each (program, example inputs, settings) job in one worker and wait for it."""
+    run = _start_reports(jobs, timeout_s, import_modules, pytree_registrations)
+    return run.reports(stacklevel=stacklevel + 1)
+
+
+def _start_reports(
+    jobs: Sequence[tuple[torch.export.ExportedProgram, Sequence[Any] | torch.Tensor, Mapping[str, Any]]],
+    timeout_s: float,
+    import_modules: Sequence[str],
+    pytree_registrations: Sequence[str | Callable[[], Any]],
+    labels: Sequence[str] | None = None,
+) -> _WorkerRun:
+    """Save each (program, example inputs, settings) job for one worker and start it; a program
+    shared by several jobs is saved once."""
     if importlib.util.find_spec("torch_tensorrt") is None:
         raise TorchTensorRTNotInstalledError(
             "torch_tensorrt is not installed in this environment. Run `make build` (it installs "
@@ -392,10 +462,17 @@ def _reports(
     unknown = {key for _, _, variant in jobs for key in variant} - set(_DEFAULTS)
     if unknown:
         raise TypeError(f"unknown coverage_report settings: {sorted(unknown)}")
-    programs: list[tuple[torch.export.ExportedProgram, tuple[Any, ...]]] = []
+    programs: list[tuple[torch.export.ExportedProgram | Path, tuple[Any, ...]]] = []
     program_index: list[int] = []
     for program, inputs, _ in jobs:
-        known = next((i for i, (p, _) in enumerate(programs) if p is program), None)
+        if isinstance(program, str | os.PathLike):
+            program = Path(program)
+            if not program.is_file():
+                raise FileNotFoundError(
+                    f"no saved program at {program}: pass an ExportedProgram or the path of a file "
+                    "written by torch.export.save"
+                )
+        known = next((i for i, (p, _) in enumerate(programs) if p is program or p == program), None)
         if known is None:
             programs.append((program, (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)))
             known = len(programs) - 1
@@ -403,7 +480,10 @@ def _reports(
     variants = [{**_DEFAULTS, **variant} for _, _, variant in jobs]
     modules = list(import_modules)
     for program, _ in programs:
-        modules = _modules_for(program, modules)
+        if isinstance(program, Path):  # not loaded here: import every package whose operators we know
+            modules += [module for module in _NAMESPACE_MODULES.values() if module not in modules]
+        else:
+            modules = _modules_for(program, modules)
     request = {
         "import_modules": modules,
         "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
@@ -417,78 +497,157 @@ def _reports(
             for index, v in zip(program_index, variants, strict=True)
         ],
     }
-    result, stderr = _run_worker(programs, request, timeout_s)
+    return _WorkerRun(programs, request, timeout_s, labels)
 
-    if not result["ok"]:
-        raise CoverageAnalysisError(
-            f"the dry run failed while in phase {result.get('phase')!r}: "
-            f"{result['error_type']}: {result['message']}"
-            + _load_hint(result, [p for p, _ in programs], request["pytree_registrations"]),
-            stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
-            result=result,
+
+class _WorkerRun:
+    """One dry-run worker process, started on saved programs; `reports` waits for it and reads its result."""
+
+    def __init__(
+        self,
+        programs: Sequence[tuple[torch.export.ExportedProgram | Path, tuple[Any, ...]]],
+        request: dict[str, Any],
+        timeout_s: float,
+        labels: Sequence[str] | None,
+    ):
+        # What a failed load would need, worked out now: the run does not keep the programs alive.
+        self.needed_pytree_types = sorted(
+            {
+                name
+                for program, _ in programs
+                if not isinstance(program, Path)
+                for name in _custom_pytree_types(program)
+            }
         )
-    reports = []
-    for index, (variant, run) in enumerate(zip(request["variants"], result["runs"], strict=True)):
-        if not run["ok"]:
-            settings = {key: value for key, value in variant.items() if key != "program"}
-            if labels is not None:
-                where = f" (program {labels[index]!r})"
+        self.request = request
+        self.labels = labels
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
+        self.tmp = tempfile.TemporaryDirectory(prefix="casebook-trt-dryrun-")
+        tmp_dir = Path(self.tmp.name)
+        for index, (program, example_inputs) in enumerate(programs):
+            if isinstance(program, Path):
+                shutil.copyfile(program, tmp_dir / f"program_{index}.pt2")
             else:
-                where = f" (variant {index}: {settings})" if len(variants) > 1 else ""
-            raise TensorRTCompileError(
-                run["error_type"],
-                run["message"],
-                where=where,
-                stderr_tail=_tail(run["traceback"]),
-                result=run,
+                torch.export.save(program, str(tmp_dir / f"program_{index}.pt2"))
+            torch.save(example_inputs, tmp_dir / f"inputs_{index}.pt")
+        (tmp_dir / "request.json").write_text(json.dumps(request))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        # A file, not a pipe: a worker that writes much to stderr would block on a full pipe.
+        self.stderr_path = tmp_dir / "worker.stderr"
+        with open(self.stderr_path, "w") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                text=True,
+                env=env,
             )
-        if run["unmatched_torch_executed_ops"]:
-            warnings.warn(
-                "torch_executed_ops entries matched no node of the lowered graph and had no effect: "
-                f"{run['unmatched_torch_executed_ops']} (expected names like 'torch.ops.aten.relu.default')",
-                stacklevel=stacklevel,
+        # Deleted before it is collected: stop the worker, then remove its files.
+        weakref.finalize(self, _stop_worker, self.process, self.tmp)
+
+    def _wait(self) -> tuple[dict[str, Any], str]:
+        """The worker's result and stderr, once it has exited."""
+        try:
+            self.process.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise CoverageAnalysisError(
+                f"the Torch-TensorRT dry run did not finish within {self.timeout_s} s",
+                stderr_tail=_tail(self.stderr_path.read_text(errors="replace")),
+            ) from None
+        stderr = self.stderr_path.read_text(errors="replace")
+        result_path = Path(self.tmp.name) / "result.json"
+        if self.process.returncode != 0 or not result_path.exists():
+            raise CoverageAnalysisError(
+                f"the dry-run worker exited with status {self.process.returncode} without a result",
+                stderr_tail=_tail(stderr),
             )
-        sizes = [block["op_count"] for block in run["trt_blocks"]]
-        total = run["total_ops"]
-        reports.append(
-            CoverageReport(
-                analysis=result["analysis"],
-                total_ops=total,
-                supported_ops=run["supported_ops"],
-                coverage=run["supported_ops"] / total if total else 1.0,
-                unsupported_ops=run["unsupported_ops"],
-                torch_executed_ops=tuple(run["torch_executed_ops"]),
-                trt_engine_count=run["trt_engine_count"],
-                trt_block_sizes=sizes,
-                torch_block_count=run["torch_block_count"],
-                min_block_size=variant["min_block_size"],
-                # The dry run's "minimal graph segmentation" recommendation: the largest block's size.
-                suggested_min_block_size=max(sizes) if sizes else None,
-                text=run["text"],
-                supported_op_counts=run["supported_op_counts"],
-                to_run_in_torch=tuple(run["to_run_in_torch"]),
-                stand_ins=tuple(result["stand_ins"]),
-                versions=result["versions"],
-                blocks=None
-                if run["blocks"] is None
-                else tuple(
-                    PartitionBlock(b["kind"], b["name"], b["op_count"], tuple(b["nodes"]))
-                    for b in run["blocks"]
-                ),
-                torch_node_names=tuple(run["torch_node_names"]),
+        return json.loads(result_path.read_text()), stderr
+
+    def reports(self, stacklevel: int) -> list[CoverageReport]:
+        """Wait for the worker; one report per job, or the error the dry run ended with."""
+        try:
+            result, stderr = self._wait()
+        finally:
+            self.tmp.cleanup()
+
+        if not result["ok"]:
+            raise CoverageAnalysisError(
+                f"the dry run failed while in phase {result.get('phase')!r}: "
+                f"{result['error_type']}: {result['message']}"
+                + _load_hint(result, self.needed_pytree_types, self.request["pytree_registrations"]),
+                stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
+                result=result,
             )
-        )
-    return reports
+        reports = []
+        for index, (variant, run) in enumerate(zip(self.request["variants"], result["runs"], strict=True)):
+            if not run["ok"]:
+                settings = {key: value for key, value in variant.items() if key != "program"}
+                if self.labels is not None:
+                    where = f" (program {self.labels[index]!r})"
+                else:
+                    where = f" (variant {index}: {settings})" if len(self.request["variants"]) > 1 else ""
+                raise TensorRTCompileError(
+                    run["error_type"],
+                    run["message"],
+                    where=where,
+                    stderr_tail=_tail(run["traceback"]),
+                    result=run,
+                )
+            if run["unmatched_torch_executed_ops"]:
+                warnings.warn(
+                    "torch_executed_ops entries matched no node of the lowered graph and had no effect: "
+                    f"{run['unmatched_torch_executed_ops']} (expected names like 'torch.ops.aten.relu.default')",
+                    stacklevel=stacklevel,
+                )
+            sizes = [block["op_count"] for block in run["trt_blocks"]]
+            total = run["total_ops"]
+            reports.append(
+                CoverageReport(
+                    analysis=result["analysis"],
+                    total_ops=total,
+                    supported_ops=run["supported_ops"],
+                    coverage=run["supported_ops"] / total if total else 1.0,
+                    unsupported_ops=run["unsupported_ops"],
+                    torch_executed_ops=tuple(run["torch_executed_ops"]),
+                    trt_engine_count=run["trt_engine_count"],
+                    trt_block_sizes=sizes,
+                    torch_block_count=run["torch_block_count"],
+                    min_block_size=variant["min_block_size"],
+                    # The dry run's "minimal graph segmentation" recommendation: the largest block's size.
+                    suggested_min_block_size=max(sizes) if sizes else None,
+                    text=run["text"],
+                    supported_op_counts=run["supported_op_counts"],
+                    to_run_in_torch=tuple(run["to_run_in_torch"]),
+                    stand_ins=tuple(result["stand_ins"]),
+                    versions=result["versions"],
+                    blocks=None
+                    if run["blocks"] is None
+                    else tuple(
+                        PartitionBlock(b["kind"], b["name"], b["op_count"], tuple(b["nodes"]))
+                        for b in run["blocks"]
+                    ),
+                    torch_node_names=tuple(run["torch_node_names"]),
+                )
+            )
+        return reports
 
 
-def _load_hint(
-    result: Mapping[str, Any], programs: Sequence[torch.export.ExportedProgram], registrations: Sequence[str]
-) -> str:
+def _stop_worker(process: subprocess.Popen, tmp: tempfile.TemporaryDirectory) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    tmp.cleanup()
+
+
+def _load_hint(result: Mapping[str, Any], needed_types: Sequence[str], registrations: Sequence[str]) -> str:
     """What to pass when the worker could not load a program for want of its custom pytree types."""
     if result.get("phase") != "load":
         return ""
-    needed = {name for program in programs for name in _custom_pytree_types(program)}
-    missing = sorted(needed - set(result.get("pytree_types", ())))
+    missing = sorted(set(needed_types) - set(result.get("pytree_types", ())))
     if not missing:
         return ""
     ran = f" The registrations it ran, {list(registrations)}, did not register them." if registrations else ""
@@ -498,40 +657,3 @@ def _load_hint(
         "them as coverage_report(..., pytree_registrations=['package.module:function']); for casebook's "
         "Boxes and Instances that is 'casebook.models.stand_ins:register_pytree_nodes'."
     )
-
-
-def _run_worker(
-    programs: Sequence[tuple[torch.export.ExportedProgram, tuple[Any, ...]]],
-    request: dict[str, Any],
-    timeout_s: float,
-) -> tuple[dict[str, Any], str]:
-    """Save the programs and their inputs, run the worker on them, return its result and stderr."""
-    with tempfile.TemporaryDirectory(prefix="casebook-trt-dryrun-") as tmp:
-        tmp_dir = Path(tmp)
-        for index, (program, example_inputs) in enumerate(programs):
-            torch.export.save(program, str(tmp_dir / f"program_{index}.pt2"))
-            torch.save(example_inputs, tmp_dir / f"inputs_{index}.pt")
-        (tmp_dir / "request.json").write_text(json.dumps(request))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=env,
-            )
-        except subprocess.TimeoutExpired as exc:
-            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
-            raise CoverageAnalysisError(
-                f"the Torch-TensorRT dry run did not finish within {timeout_s} s",
-                stderr_tail=_tail(stderr or ""),
-            ) from None
-        result_path = tmp_dir / "result.json"
-        if proc.returncode != 0 or not result_path.exists():
-            raise CoverageAnalysisError(
-                f"the dry-run worker exited with status {proc.returncode} without a result",
-                stderr_tail=_tail(proc.stderr),
-            )
-        return json.loads(result_path.read_text()), proc.stderr
