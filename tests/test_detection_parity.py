@@ -23,6 +23,14 @@ def test_swapped_ranks_are_paired_and_counted():
     assert result["max |score diff|"] == pytest.approx(1e-5, abs=1e-6)
 
 
+def test_one_box_with_two_labels_pairs_by_label():
+    expected = detections([[0, 0, 10, 10], [0, 0, 10, 10]], [1, 2], [0.9, 0.8])
+    actual = detections([[0, 0, 10, 10], [0, 0, 10, 10]], [2, 1], [0.8, 0.9])
+    result = matched_differences(expected, actual)
+    assert result["detections"] == 2 and result["ranks swapped"] == 2
+    assert result["max |box diff| px"] == 0.0 and result["max |score diff|"] == 0.0
+
+
 def test_zero_detections_on_both_sides():
     empty = detections([], [], [])
     assert matched_differences(empty, empty) == {
