@@ -53,6 +53,13 @@ KNOWN_NOISE: dict[str, Noise] = {
         "what is exported.",
         category=UserWarning,
     ),
+    "strict-export-side-effects": Noise(
+        pattern="While compiling, we found certain side effects happened",
+        why="strict export (TorchDynamo) notes that torchvision's anchor generators write to "
+        "attributes while traced; the pages that export detectors strictly compare the program "
+        "with eager.",
+        category=UserWarning,
+    ),
     "create-unbacked-symint": Noise(
         pattern="`create_unbacked_symint` is deprecated",
         why="torchvision's fake kernels for nms and roi_align use a deprecated PyTorch API; the "

@@ -1,7 +1,8 @@
 """detection_zoo: the builder list, the size range read from a program, and the parity policy.
 
 Two real exports (Mask R-CNN v2 with dynamic H/W, Keypoint R-CNN static) cover the RoI-head
-patches end to end; the detection zoo page exports every builder.
+patches end to end, and `export_and_compare` runs on the smallest R-CNN; the detection zoo page
+runs it on every builder.
 """
 
 import re
@@ -22,6 +23,8 @@ from casebook.models.detection_zoo import (
     parity,
     size_range,
 )
+from casebook.models.detection_zoo_proof import export_and_compare, parity_images
+from casebook.models.detector_inputs import EXPECTED
 from casebook.models.faster_rcnn import load_image
 
 
@@ -162,3 +165,26 @@ def test_keypoint_rcnn_exports_statically_and_matches_eager():
     assert len(expected["scores"]) > 0
     differences = parity(expected, run.program.module()([image])[0])
     assert differences["keypoints"] == 0.0
+
+
+def test_parity_images_stay_inside_the_range_and_include_its_bottom():
+    sizes = [tuple(image.shape[1:]) for _, image in parity_images("ssd300_vgg16", 268, 331)]
+    assert sizes == [(268, 268), example_size("ssd300_vgg16"), (331, 294)]
+    unbounded = [tuple(image.shape[1:]) for _, image in parity_images("fcos_resnet50_fpn", 129, None)]
+    assert unbounded[0] == (129, 129) and unbounded[2] == (352, 315)
+
+
+def test_export_and_compare_checks_a_builder_three_ways_and_saves_two_programs(tmp_path):
+    name = "fasterrcnn_mobilenet_v3_large_320_fpn"
+    result = export_and_compare(name, tmp_path, save_dynamic=True)
+    assert result.size_range == (65, None)
+    assert result.row["H and W"] == "65 to ∞"
+    assert all(result.row[f"{mode} (s)"] > 0 for mode in ("static", "dynamic", "strict"))
+    assert len(result.row["detections per image"].split("/")) == 3
+    assert re.fullmatch(r"image [123]|threshold 1\.0", result.row["no detections"])
+    static = torch.export.load(str(tmp_path / f"{name}.static.pt2"))
+    assert size_range(static) == {"H": (320, 320), "W": (256, 256)}
+    dynamic = torch.export.load(str(tmp_path / f"{name}.dynamic.pt2"))
+    assert size_range(dynamic)["H"] == (65, None)
+    assert result.bad_inputs.keys() == EXPECTED.keys()
+    assert result.bad_inputs["uint8 pixels, 0 to 255"][1] == "runs"  # the program, unchecked
