@@ -165,6 +165,14 @@ def test_keypoint_rcnn_exports_statically_and_matches_eager():
     assert len(expected["scores"]) > 0
     differences = parity(expected, run.program.module()([image])[0])
     assert differences["keypoints"] == 0.0
+    # The decoding canvas (detections x 17 x height x width) is bounded by the image, not unbounded.
+    canvas = next(
+        node.meta["val"].shape
+        for node in run.program.graph.nodes
+        if node.target == torch.ops.aten.masked_fill.Scalar and node.meta["val"].dim() == 4
+    )
+    bounds = run.program.range_constraints
+    assert [bounds[size.node.expr].upper for size in canvas[2:]] == [320, 256]
 
 
 def test_parity_images_stay_inside_the_range_and_include_its_bottom():

@@ -12,12 +12,14 @@ from torchvision.models.detection import roi_heads
 from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
 
 from casebook.models.detection_zoo import TOLERANCES
+from casebook.patches import torchvision_heads
 from casebook.patches.torchvision import export_patches
 from casebook.patches.torchvision_heads import (
     cubic_coefficients,
     heatmaps_to_keypoints,
     linear_resize_weights,
     paste_masks_in_image,
+    roi_heads_forward_knowing_image_size,
 )
 
 PROBABILITY_TOLERANCE = 1e-6
@@ -94,6 +96,44 @@ def test_keypoints_match_the_loop(count, height, width):
     # ATen's bicubic kernel rounds differently (its own decomposition differs from it as much).
     assert torch.equal(actual_xy, expected_xy)
     torch.testing.assert_close(actual_scores, expected_scores, rtol=SCORE_RTOL, atol=SCORE_ATOL)
+
+
+def test_keypoint_canvas_bounded_by_the_image_changes_nothing():
+    maps = torch.randn(5, 17, 56, 56, generator=torch.Generator().manual_seed(5))
+    rois = _boxes(5, 60, 80, seed=5)  # the first box is the whole image
+    expected_xy, expected_scores = heatmaps_to_keypoints(maps, rois)
+    xy, scores = heatmaps_to_keypoints(maps, rois, image_size=(60, 80))
+    assert torch.equal(xy, expected_xy) and torch.equal(scores, expected_scores)
+
+
+def test_keypoint_boxes_larger_than_the_image_are_refused_with_what_to_do():
+    maps = torch.randn(5, 17, 56, 56, generator=torch.Generator().manual_seed(5))
+    rois = _boxes(5, 60, 80, seed=5)
+    with pytest.raises(
+        ValueError,
+        match=r"a box is 60 x 80 pixels .* larger than the image, 60 x 50: .*clip_boxes_to_image",
+    ):
+        heatmaps_to_keypoints(maps, rois, image_size=(60, 50))
+
+
+def test_roi_heads_forward_records_the_largest_image_while_it_runs():
+    seen = []
+
+    def forward(self, features, proposals, image_shapes, targets=None):
+        seen.append(torchvision_heads._IMAGE_SIZE.current)
+        raise ValueError("inside the heads")
+
+    with pytest.raises(ValueError, match="inside the heads"):
+        roi_heads_forward_knowing_image_size(forward)(None, {}, [], [(60, 80), (90, 40)])
+    assert seen == [(90, 80)]
+    assert torchvision_heads._IMAGE_SIZE.current is None  # restored, also when the heads raise
+    with pytest.raises(ValueError, match="inside the heads"):
+        roi_heads_forward_knowing_image_size(forward)(None, {}, [], [])
+    assert seen[-1] is None  # no image, no bound: torchvision's own checks decide
+    original = roi_heads.RoIHeads.forward
+    with export_patches("heatmaps_to_keypoints_without_loop"):
+        assert roi_heads.RoIHeads.forward is not original
+    assert roi_heads.RoIHeads.forward is original
 
 
 def test_keypoints_on_a_plateau_take_the_first_maximum_like_the_loop():

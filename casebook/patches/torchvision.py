@@ -363,10 +363,19 @@ PATCHES: dict[str, Patch] = {
         ),
         Patch(
             "heatmaps_to_keypoints_without_loop",
-            "torchvision.models.detection.roi_heads.heatmaps_to_keypoints (Keypoint R-CNN)",
+            "torchvision.models.detection.roi_heads.heatmaps_to_keypoints (Keypoint R-CNN), and "
+            "RoIHeads.forward to pass it the image size",
             "Could not extract specialized integer from data-dependent expression Min(100, u9)",
             torchvision_heads.heatmaps_to_keypoints,
-            lambda: replace(roi_heads, "heatmaps_to_keypoints", torchvision_heads.heatmaps_to_keypoints),
+            lambda: undo_all(
+                replace(roi_heads, "heatmaps_to_keypoints", torchvision_heads.heatmaps_to_keypoints),
+                # the decoder's canvas is bounded by the image size, which only RoIHeads.forward knows
+                replace(
+                    roi_heads.RoIHeads,
+                    "forward",
+                    torchvision_heads.roi_heads_forward_knowing_image_size(roi_heads.RoIHeads.forward),
+                ),
+            ),
         ),
     ]
 }

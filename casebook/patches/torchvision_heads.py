@@ -18,9 +18,24 @@ compares them with torchvision's loops, including zero detections and boxes that
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torchvision.models.detection import roi_heads
+
+
+class _ImageSize:
+    """(height, width) of the largest image in the batch while ``RoIHeads.forward`` runs (see
+    :func:`roi_heads_forward_knowing_image_size`); None outside it. A plain attribute, not a
+    ``ContextVar``: TorchDynamo (strict export) traces attribute writes and refuses ``ContextVar.set``."""
+
+    current: tuple[int | torch.SymInt, int | torch.SymInt] | None = None
+
+
+_IMAGE_SIZE = _ImageSize()
 
 CUBIC_A = -0.75
 """The bicubic kernel's constant in ATen (``get_cubic_upsample_coefficients``)."""
@@ -117,7 +132,9 @@ def _cubic_taps(
     return indices, list(cubic_coefficients(t))
 
 
-def heatmaps_to_keypoints(maps: Tensor, rois: Tensor) -> tuple[Tensor, Tensor]:
+def heatmaps_to_keypoints(
+    maps: Tensor, rois: Tensor, image_size: tuple[int, int] | None = None
+) -> tuple[Tensor, Tensor]:
     """``roi_heads.heatmaps_to_keypoints`` for every detection at once.
 
     The loop resizes detection ``i``'s ``K`` heatmaps (56 x 56) bicubically to its box's size,
@@ -131,6 +148,11 @@ def heatmaps_to_keypoints(maps: Tensor, rois: Tensor) -> tuple[Tensor, Tensor]:
     columns first and then rows) but not its kernel's rounding: values differ from the loop's in the
     last bits (about 1e-6 relative; ``torch._decomp``'s own bicubic differs from the kernel as much).
     The chosen pixel is the loop's unless two pixels of a heatmap are that close to each other.
+
+    ``image_size`` (height, width), by default the one :func:`roi_heads_forward_knowing_image_size`
+    records, bounds the canvas: the boxes were clipped to the image, so no box is larger. Under
+    export the canvas's sizes are then at most the image's, not unbounded; a compiler that builds
+    example tensors from the bounds (Torch-TensorRT) would otherwise allocate one of gigabytes.
     """
     offset_x, offset_y = rois[:, 0], rois[:, 1]
     widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
@@ -145,6 +167,19 @@ def heatmaps_to_keypoints(maps: Tensor, rois: Tensor) -> tuple[Tensor, Tensor]:
     canvas_h = torch.cat([heights_ceil.to(torch.int64), one]).max().item()
     torch._check(canvas_w >= 1)
     torch._check(canvas_h >= 1)
+    image_size = image_size if image_size is not None else _IMAGE_SIZE.current
+    if image_size is not None:
+        # export-safe: gives the unbacked canvas sizes an upper bound (true: boxes are clipped)
+        # guard_or_false: in eager a plain comparison; under export False (no guard) where unknown
+        if guard_or_false(canvas_h > image_size[0]) or guard_or_false(canvas_w > image_size[1]):
+            raise ValueError(  # a readable error in eager: strict export refuses a message closure
+                f"a box is {canvas_h} x {canvas_w} pixels (height x width, rounded up), larger than "
+                f"the image, {image_size[0]} x {image_size[1]}: heatmaps_to_keypoints expects boxes "
+                "clipped to their image, as torchvision's postprocess_detections leaves them. Clip "
+                "them with torchvision.ops.clip_boxes_to_image, or pass the image_size they belong to"
+            )
+        torch._check(canvas_h <= image_size[0])
+        torch._check(canvas_w <= image_size[1])
 
     # Columns first, as the kernel does: for every source row, the resized row (N, K, map_h, canvas_w).
     col_index, col_weight = _cubic_taps(widths_ceil.to(torch.int64), canvas_w, map_w)
@@ -183,6 +218,33 @@ def heatmaps_to_keypoints(maps: Tensor, rois: Tensor) -> tuple[Tensor, Tensor]:
     y = (y_int.float() + 0.5) * height_correction[:, None]
     xy_preds = torch.stack([x + offset_x[:, None], y + offset_y[:, None], torch.ones_like(x)], dim=2)
     return xy_preds, end_scores
+
+
+def roi_heads_forward_knowing_image_size(forward: Callable) -> Callable:
+    """``RoIHeads.forward`` that tells :func:`heatmaps_to_keypoints` the size of the images.
+
+    torchvision calls ``heatmaps_to_keypoints(maps, rois)`` with the boxes only, which
+    ``postprocess_detections`` clipped to their image. ``RoIHeads.forward`` knows the image sizes
+    (``image_shapes``): it records the largest height and width for the duration of the call.
+    """
+
+    @functools.wraps(forward)
+    def forward_knowing_image_size(self, features, proposals, image_shapes, targets=None):
+        largest = (
+            (
+                functools.reduce(torch.sym_max, [height for height, _ in image_shapes]),
+                functools.reduce(torch.sym_max, [width for _, width in image_shapes]),
+            )
+            if image_shapes
+            else None  # no image: nothing to bound, and torchvision's own error comes first
+        )
+        outer, _IMAGE_SIZE.current = _IMAGE_SIZE.current, largest
+        try:
+            return forward(self, features, proposals, image_shapes, targets)
+        finally:
+            _IMAGE_SIZE.current = outer
+
+    return forward_knowing_image_size
 
 
 def roi_head_forward(self: nn.Sequential, x: Tensor) -> Tensor:
