@@ -20,6 +20,7 @@ from casebook.models.detection_zoo import (
     example_image,
     example_size,
     export_detector,
+    keypoint_canvas,
     parity,
     size_range,
 )
@@ -166,13 +167,13 @@ def test_keypoint_rcnn_exports_statically_and_matches_eager():
     differences = parity(expected, run.program.module()([image])[0])
     assert differences["keypoints"] == 0.0
     # The decoding canvas (detections x 17 x height x width) is bounded by the image, not unbounded.
-    canvas = next(
-        node.meta["val"].shape
-        for node in run.program.graph.nodes
-        if node.target == torch.ops.aten.masked_fill.Scalar and node.meta["val"].dim() == 4
-    )
-    bounds = run.program.range_constraints
-    assert [bounds[size.node.expr].upper for size in canvas[2:]] == [320, 256]
+    assert keypoint_canvas(run.program)[1] == {"H": (1, 320), "W": (1, 256)}
+
+
+def test_keypoint_canvas_of_a_program_without_one_says_what_to_export():
+    program = torch.export.export(torch.nn.ReLU(), (torch.rand(2, 3),))
+    with pytest.raises(ValueError, match="no keypoint decoding canvas .* heatmaps_to_keypoints_without_loop"):
+        keypoint_canvas(program)
 
 
 def test_parity_images_stay_inside_the_range_and_include_its_bottom():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 import torchvision
 from torch.export import Dim
+from torch.utils._sympy.numbers import int_oo
 
 from ..checked_program import CheckedProgram, input_contract
 from ..patches.torchvision import export_patches
@@ -123,6 +124,34 @@ def size_range(program: torch.export.ExportedProgram) -> dict[str, tuple[int, in
     return {
         label: (dim.size, dim.size) if dim.size is not None else (dim.low, dim.high)
         for label, dim in zip(("H", "W"), image.dims[1:], strict=True)
+    }
+
+
+def keypoint_canvas(program: torch.export.ExportedProgram) -> tuple[tuple, dict[str, tuple[int, int | None]]]:
+    """The keypoint decoder's canvas in a program: its shape, (detections, 17, height, width), and
+    {"H": (min, max), "W": (min, max)} of its height and width, max None when unbounded.
+
+    The canvas is the decoder's one 4-D ``masked_fill`` (see
+    :func:`casebook.patches.torchvision_heads.heatmaps_to_keypoints`); its height and width are read
+    from data, so their bounds are the program's range constraints on those unbacked sizes.
+    """
+    shape = next(
+        (
+            node.meta["val"].shape
+            for node in program.graph.nodes
+            if node.target == torch.ops.aten.masked_fill.Scalar and node.meta["val"].dim() == 4
+        ),
+        None,
+    )
+    if shape is None:
+        raise ValueError(
+            "the program has no keypoint decoding canvas (a 4-D masked_fill): export Keypoint R-CNN, "
+            "or a module that calls heatmaps_to_keypoints, under the patch heatmaps_to_keypoints_without_loop"
+        )
+    bounds = [program.range_constraints[size.node.expr] for size in shape[2:]]
+    return tuple(shape), {
+        label: (bound.lower, None if bound.upper == int_oo else bound.upper)
+        for label, bound in zip(("H", "W"), bounds, strict=True)
     }
 
 
