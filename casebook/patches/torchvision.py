@@ -15,7 +15,9 @@ original test and under export, where the size is an unbacked symbol, picks the 
 correct for every size instead of asking for a guard. The one exception is
 ``skip_resize_in_eval``, which changes what the model does on purpose (it stops resizing inputs,
 so image height and width can stay symbolic) and only for models that opt in with
-``model.transform._skip_resize = True``.
+``model.transform._skip_resize = True``. ``ssd_candidates_in_one_topk`` fixes no error: SSD
+exports without it, more slowly and with 90 ``topk`` operators TensorRT cannot take; it gives the
+same detections except where scores are exactly equal (see :mod:`.torchvision_ssd`).
 
 Usage::
 
@@ -37,12 +39,12 @@ import torchvision
 from torch import Tensor
 from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true
 from torchvision.models.detection import _utils as det_utils
-from torchvision.models.detection import faster_rcnn, mask_rcnn, roi_heads
+from torchvision.models.detection import faster_rcnn, mask_rcnn, roi_heads, ssd
 from torchvision.models.detection import transform as det_transform
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
 
-from . import torchvision_heads
+from . import torchvision_heads, torchvision_ssd
 from .core import Patch, Undo, apply, replace, undo_all
 from .core import patch_table as _patch_table
 
@@ -377,9 +379,18 @@ PATCHES: dict[str, Patch] = {
                 ),
             ),
         ),
+        Patch(
+            "ssd_candidates_in_one_topk",
+            "torchvision.models.detection.ssd.SSD.postprocess_detections (SSD300, SSDlite)",
+            "(no error) one `topk` per class, 90 with a data-dependent k: slow exports, 90 operators "
+            "TensorRT leaves to PyTorch",
+            torchvision_ssd.postprocess_detections,
+            lambda: replace(ssd.SSD, "postprocess_detections", torchvision_ssd.postprocess_detections),
+        ),
     ]
 }
-"""Every patch, by name: Faster R-CNN's in the order export meets the failures, then the two RoI-head loops."""
+"""Every patch, by name: Faster R-CNN's in the order export meets the failures, then the two RoI-head
+loops, then SSD's loop over classes."""
 
 STATIC_EXPORT_PATCHES = (
     "batched_nms_dispatch",
