@@ -7,6 +7,7 @@ export is static and non-strict (a few seconds).
 import pytest
 import torch
 import torchvision
+from detection_outputs import assert_identical_detections
 from torch import nn
 from torchvision.models.detection import _utils as det_utils
 from torchvision.models.detection import faster_rcnn, mask_rcnn, roi_heads
@@ -61,15 +62,6 @@ def _run(model, images):
         return model(images)
 
 
-def _assert_identical(expected, actual):
-    assert len(expected) == len(actual)
-    for want, got in zip(expected, actual, strict=True):
-        assert want.keys() == got.keys()
-        for key in want:
-            assert want[key].dtype == got[key].dtype, key
-            assert torch.equal(want[key], got[key]), key
-
-
 # ------------------------------------------------------------------------------------------------
 # Eager behaviour is unchanged, patch by patch and all together.
 # ------------------------------------------------------------------------------------------------
@@ -81,7 +73,7 @@ def test_each_patch_keeps_eager_detector_outputs_identical(detector, images, nam
         expected = _run(detector, batch)
         with export_patches(name):
             actual = _run(detector, batch)
-        _assert_identical(expected, actual)
+        assert_identical_detections(expected, actual)
 
 
 def test_detector_outputs_are_not_trivial(detector, images):

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from detection_outputs import assert_identical_detections
 from torch import nn
 from torchvision.models.detection import _utils as det_utils
 from torchvision.models.detection.ssd import SSD
@@ -38,15 +39,6 @@ def _head_outputs(images, anchors, classes, generator, logit_scale=3.0):
     }
 
 
-def _assert_same_detections(expected, actual):
-    assert len(expected) == len(actual)
-    for want, got in zip(expected, actual, strict=True):
-        assert want.keys() == got.keys()
-        for key in want:
-            assert want[key].dtype == got[key].dtype, key
-            assert torch.equal(want[key], got[key]), key
-
-
 @pytest.mark.parametrize(
     ("anchors", "classes", "settings", "case"),
     [
@@ -65,7 +57,7 @@ def test_candidates_in_one_topk_match_the_loop(anchors, classes, settings, case)
     expected = SSD.postprocess_detections(model, head, image_anchors, shapes)
     with export_patches("ssd_candidates_in_one_topk"):
         actual = SSD.postprocess_detections(model, head, image_anchors, shapes)
-    _assert_same_detections(expected, actual)
+    assert_identical_detections(expected, actual)
     counts = [len(d["scores"]) for d in expected]
     if "zero" in case:
         assert counts == [0, 0]
@@ -92,7 +84,7 @@ def test_eager_ssdlite_detections_unchanged(ssdlite, image):
     expected = zoo.eager(ssdlite, image)
     with export_patches("ssd_candidates_in_one_topk"):
         actual = zoo.eager(ssdlite, image)
-    _assert_same_detections([expected], [actual])
+    assert_identical_detections([expected], [actual])
     assert len(expected["scores"]) > 0
 
 
