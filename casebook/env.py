@@ -21,6 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # detectron2 is installed either from upstream source (distribution "detectron2") or from the
 # PyPI repackaging "sal-detectron2"; both provide the `detectron2` module.
 _DETECTRON2_DISTRIBUTIONS = ("detectron2", "sal-detectron2")
+_TENSORRT_RTX_DISTRIBUTION = "torch-tensorrt-rtx"
 
 
 def _distribution_version(name: str) -> str | None:
@@ -39,11 +40,19 @@ def _detectron2_status() -> str:
 
 
 def _tensorrt_status() -> str:
-    """Describe torch-tensorrt without importing it where it cannot work.
+    """Which Torch-TensorRT distribution is installed, and what it can do here, without importing it.
 
-    `import torch_tensorrt` needs libnvinfer and a CUDA device; on a CPU machine the book installs it
-    only for its pure-Python partition analysis, which runs in a subprocess.
+    `import torch_tensorrt` asks CUDA about the device, so it fails on a machine without a GPU; the
+    book imports it only in subprocesses (`casebook.backends.trt_engine`, `trt_coverage`). Both
+    distributions install the same `torch_tensorrt` package, so at most one is installed.
     """
+    rtx = _distribution_version(_TENSORRT_RTX_DISTRIBUTION)
+    if rtx is not None:
+        runtime = _distribution_version("tensorrt-rtx") or "not installed"
+        return (
+            f"{rtx} (distribution {_TENSORRT_RTX_DISTRIBUTION}) with TensorRT for RTX {runtime}: "
+            "builds engines without a GPU; running them needs an RTX GPU"
+        )
     version = _distribution_version("torch-tensorrt")
     if version is None:
         return "not installed"
