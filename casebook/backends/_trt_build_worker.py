@@ -1,0 +1,294 @@
+"""Subprocess entry point for `casebook.backends.trt_engine`: real TensorRT engine builds.
+
+Run as ``python -m casebook.backends._trt_build_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
+``program.pt2`` (from `torch.export.save`) and ``request.pt`` (example inputs, optional input
+profiles, the `dynamo.compile` settings, where to write engines); the worker writes ``result.json``
+there and exits 0 also when the compile raised, so the parent can tell "Torch-TensorRT or TensorRT
+refused this graph" (``ok: true`` with ``compile_error``) from "the build could not run" (``ok: false``).
+
+Why a separate process: without a GPU, `import torch_tensorrt` needs stand-ins
+(`casebook.backends.trt_stand_ins`) that change `torch.cuda` and Torch-TensorRT for the life of the
+process; a build also holds a gigabyte or more that is returned to the system when the process ends.
+
+How each TensorRT block is observed: Torch-TensorRT's ``compile_module`` partitions the graph and calls
+``convert_module`` once per TensorRT block. The worker wraps that function to record the block's ops,
+its input profile (min/opt/max shapes), the build's time, its engine bytes and its build log, or the
+exception that ended it. A plain `dynamo.compile` stops at the first block that fails; with
+``keep_going`` the failed block is recorded and left in PyTorch, so the next blocks are built too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import operator
+import re
+import resource
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+# Torch-TensorRT forwards TensorRT's log to this logger (VERBOSE as DEBUG).
+_TRT_LOG = "torch_tensorrt [TensorRT Conversion Context]"
+# TensorRT's engine layer list, printed after a build at VERBOSE with detailed profiling verbosity.
+_LAYER_LINE = re.compile(
+    r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*),.*?Outputs: \[(?P<outputs>.*?)\], TacticName",
+    re.MULTILINE,
+)
+_DATATYPE = re.compile(r"Datatype: (\w+)")
+
+
+def _qualified(target: Any) -> str:
+    from torch.fx.node import _get_qualified_name
+
+    return target if isinstance(target, str) else _get_qualified_name(target)
+
+
+def _op_counts(graph_module: Any) -> dict[str, int]:
+    """``{op name: node count}`` of a block's graph (``getitem`` excluded, as in the dry run)."""
+    return dict(
+        Counter(
+            _qualified(node.target)
+            for node in graph_module.graph.nodes
+            if node.op == "call_function" and node.target is not operator.getitem
+        )
+    )
+
+
+def _profile(module_inputs: Any, graph_module: Any) -> list[dict[str, Any]]:
+    """Each block input's optimization profile, as Torch-TensorRT gives it to TensorRT."""
+    names = [node.name for node in graph_module.graph.nodes if node.op == "placeholder"]
+    rows = []
+    for name, spec in zip(names, module_inputs, strict=False):
+        shape = spec.shape
+        if isinstance(shape, dict):
+            low, opt, high = (list(shape[key]) for key in ("min_shape", "opt_shape", "max_shape"))
+        else:
+            low = opt = high = list(shape)
+        rows.append({"name": name, "min": low, "opt": opt, "max": high, "dtype": str(spec.dtype)})
+    return rows
+
+
+def _layers(log_lines: list[str]) -> list[dict[str, str]]:
+    """The engine's layers (name, type, its outputs' data types) from the build log's ``Layers:`` section."""
+    # One log record can hold many lines: the whole list comes as one message.
+    text = "\n".join(log_lines)
+    return [
+        {"name": m["name"], "type": m["type"], "dtypes": sorted(set(_DATATYPE.findall(m["outputs"])))}
+        for m in _LAYER_LINE.finditer(text)
+    ]
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {
+        "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
+        "message": str(exc),
+        "traceback": traceback.format_exc(),
+    }
+
+
+def _import_torch_tensorrt(state: dict[str, Any]) -> Any:
+    import importlib
+
+    import torch
+
+    from casebook.backends import trt_stand_ins
+
+    stood_in = []
+    if not torch.cuda.is_available():
+        for stand_in in trt_stand_ins.BEFORE_IMPORT:
+            stand_in.install()
+            stood_in.append(stand_in.name)
+    state["stand_ins"] = stood_in
+    torch_tensorrt = importlib.import_module("torch_tensorrt")
+    if not torch.cuda.is_available():
+        if not torch_tensorrt.ENABLED_FEATURES.tensorrt_rtx:
+            raise RuntimeError(
+                "this torch_tensorrt is built for enterprise TensorRT, whose builder needs a GPU; "
+                "without one, engines are built with Torch-TensorRT for RTX"
+            )
+        for stand_in in trt_stand_ins.AFTER_IMPORT:
+            stand_in.install()
+            stood_in.append(stand_in.name)
+    import tensorrt
+
+    state["versions"] = {
+        "torch": torch.__version__,
+        "torch_tensorrt": torch_tensorrt.__version__,
+        "tensorrt": tensorrt.__version__,
+        "tensorrt_package": getattr(tensorrt, "_package_name", "") or "tensorrt",
+    }
+    return torch_tensorrt
+
+
+def _watch_blocks(keep_going: bool, engine_dir: Path, blocks: list[dict[str, Any]]) -> None:
+    """Wrap ``convert_module`` (one call per TensorRT block) and the builder config (layer list)."""
+    import tensorrt
+    from torch_tensorrt.dynamo import _compiler
+    from torch_tensorrt.dynamo.conversion import _TRTInterpreter
+
+    real_config = _TRTInterpreter.TRTInterpreter._populate_trt_builder_config
+
+    def detailed_config(self: Any, *args: Any, **kwargs: Any) -> Any:
+        config = real_config(self, *args, **kwargs)
+        # Torch-TensorRT asks for DETAILED only under its debugger; the layer list needs it.
+        config.profiling_verbosity = tensorrt.ProfilingVerbosity.DETAILED
+        return config
+
+    _TRTInterpreter.TRTInterpreter._populate_trt_builder_config = detailed_config
+    real_convert = _compiler.convert_module
+    trt_log = logging.getLogger(_TRT_LOG)
+    trt_log.setLevel(logging.DEBUG)
+    trt_log.propagate = False
+
+    def convert_module(module: Any, inputs: Any, *args: Any, name: str = "", **kwargs: Any) -> Any:
+        block = {"name": name, "ops": _op_counts(module), "profile": _profile(inputs, module)}
+        blocks.append(block)
+        collect = _Collect()
+        trt_log.addHandler(collect)
+        start = time.perf_counter()
+        try:
+            converted = real_convert(module, inputs, *args, name=name, **kwargs)
+        except Exception as exc:
+            block.update(status="failed", seconds=time.perf_counter() - start, **_error(exc))
+            if not keep_going:
+                raise
+            # Recorded above and reported per block; the block's graph stays PyTorch, so the next
+            # blocks are still built (a plain dynamo.compile would stop here).
+            return _left_in_pytorch(module)
+        finally:
+            trt_log.removeHandler(collect)
+            block["log_lines"] = len(collect.lines)
+            (engine_dir / f"{name}.build.log").write_text("\n".join(collect.lines))
+        block["seconds"] = time.perf_counter() - start
+        engine = bytes(converted.serialized_engine)
+        path = engine_dir / f"{name}.engine"
+        path.write_bytes(engine)
+        block.update(
+            status="built", engine=str(path), engine_bytes=len(engine), layers=_layers(collect.lines)
+        )
+        return converted
+
+    _compiler.convert_module = convert_module
+
+
+def _left_in_pytorch(module: Any) -> Any:
+    """The failed block's graph, with the two methods compile_module calls on an engine module."""
+    module.setup_engine = lambda: None
+    module.set_output_tensors_as_unowned = lambda enabled: None
+    return module
+
+
+def _partition(partitioned: Any, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every block in graph order: TensorRT blocks (built or failed) and PyTorch blocks."""
+    by_name = {block["name"]: block for block in blocks}
+    order = []
+    for node in partitioned.graph.nodes:
+        if node.op != "call_module":
+            continue
+        if node.target in by_name:
+            order.append({"kind": "tensorrt", **by_name[node.target]})
+        else:
+            submodule = getattr(partitioned, node.target)
+            order.append({"kind": "torch", "name": node.target, "ops": _op_counts(submodule)})
+    inline = Counter(
+        _qualified(node.target)
+        for node in partitioned.graph.nodes
+        if node.op == "call_function" and node.target is not operator.getitem
+    )
+    if inline:  # the global partitioner leaves PyTorch nodes in the top-level graph
+        order.append({"kind": "torch", "name": "(top-level graph)", "ops": dict(inline)})
+    return order
+
+
+def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    import torch
+
+    request = torch.load(request_dir / "request.pt", weights_only=False)
+    for name in request["import_modules"]:
+        importlib.import_module(name)  # registers custom ops the saved program refers to
+    state["phase"] = "pytree_registrations"
+    for target in request["pytree_registrations"]:
+        module_name, _, qualname = target.partition(":")
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        obj()
+    state["phase"] = "import"
+    torch_tensorrt = _import_torch_tensorrt(state)
+    state["phase"] = "load"
+    program = torch.export.load(str(request_dir / "program.pt2"))
+    engine_dir = Path(request["engine_dir"])
+    engine_dir.mkdir(parents=True, exist_ok=True)
+    if request["profiles"] is None:
+        arg_inputs = list(request["inputs"])
+    else:
+        arg_inputs = [
+            torch_tensorrt.Input(min_shape=p["min"], opt_shape=p["opt"], max_shape=p["max"], dtype=p["dtype"])
+            for p in request["profiles"]
+        ]
+    settings = dict(request["settings"])
+    if not torch.cuda.is_available():
+        from casebook.backends.trt_stand_ins import CPU_ONLY_SETTINGS
+
+        settings = {**CPU_ONLY_SETTINGS, **settings}
+    state["settings"] = {key: repr(value) for key, value in settings.items()}
+    blocks: list[dict[str, Any]] = []
+    _watch_blocks(request["keep_going"], engine_dir, blocks)
+    state["phase"] = "compile"
+    start = time.perf_counter()
+    try:
+        partitioned = torch_tensorrt.dynamo.compile(program, arg_inputs=arg_inputs, **settings)
+    except Exception as exc:  # Torch-TensorRT or TensorRT refused the graph: the parent raises it
+        return dict(
+            state,
+            ok=True,
+            compile_error=_error(exc),
+            blocks=[{"kind": "tensorrt", **block} for block in blocks],
+            seconds=time.perf_counter() - start,
+            peak_rss_mb=_peak_rss_mb(),
+        )
+    seconds = time.perf_counter() - start
+    if request["save_module"]:
+        torch.save(partitioned, engine_dir / "module.pt")
+    return dict(
+        state,
+        ok=True,
+        compile_error=None,
+        blocks=_partition(partitioned, blocks),
+        seconds=seconds,
+        peak_rss_mb=_peak_rss_mb(),
+    )
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def main(argv: list[str]) -> int:
+    request_dir = Path(argv[1])
+    state: dict[str, Any] = {"phase": "start"}
+    try:
+        result = run(request_dir, state)
+    except BaseException as exc:  # reported to the parent, which raises
+        result = {**state, "ok": False, **_error(exc)}
+    (request_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

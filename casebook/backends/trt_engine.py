@@ -1,0 +1,451 @@
+"""Real TensorRT engines from an ExportedProgram, built on a machine without a GPU: `build_engines`.
+
+`build_engines` runs ``torch_tensorrt.dynamo.compile`` for real, in a subprocess
+(`casebook.backends._trt_build_worker`), and reports every block of the partition: for each TensorRT
+block, whether its engine was built (the engine file, its size, the build's seconds, the engine's
+layers from TensorRT's build log) or failed (the converter's or the builder's exception, as type and
+message), the optimization profile of its inputs (min/opt/max) and the ops it holds; for each PyTorch
+block, the ops left to PyTorch; and the build's peak memory.
+
+On a machine without a GPU this takes Torch-TensorRT for RTX (``make install`` installs it there,
+``TENSORRT=rtx``): TensorRT for RTX builds engines on the CPU, and a few steps of Torch-TensorRT that
+need a GPU are stood in (`casebook.backends.trt_stand_ins` names each and says why). The engines are
+real; they cannot be run here. Running one needs an RTX GPU: latency and parity of an engine are not
+measured on such a machine.
+
+A plain ``dynamo.compile`` stops at the first block whose build fails. ``keep_going=True`` (the
+default here) records that block as failed, leaves it to PyTorch and builds the next ones, so one
+call shows every failure; ``keep_going=False`` raises `EngineCompileError` on the first, as a
+reader's own call would.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..env import REPO_ROOT
+from .cache import cache_key, default_cache_dir
+from .trt_coverage import _modules_for, _op_name, _registration_name, _tail
+
+WORKER_MODULE = "casebook.backends._trt_build_worker"
+RTX_DISTRIBUTION = "torch-tensorrt-rtx"
+_REMOVED_SETTINGS = {
+    "enabled_precisions": "precision comes from the model's dtypes (export a .half() model) or from "
+    "enable_autocast=True with autocast_low_precision_type=torch.float16",
+    "use_explicit_typing": "networks are always strongly typed: precision follows the model's dtypes",
+    "dryrun": "a dry run builds nothing: use casebook.backends.trt_coverage.coverage_report",
+}
+_INSTALL_HINT = (
+    "Install Torch-TensorRT for RTX with `make install TENSORRT=rtx` (the default on a machine without "
+    "a GPU) and use the .venv it creates; on a machine with a CUDA GPU, `make install TENSORRT=full` "
+    "installs enterprise TensorRT instead."
+)
+
+
+class EngineBuildError(RuntimeError):
+    """The build could not be carried out: Torch-TensorRT missing or broken, the worker crashed or
+    ran out of time. Not a refusal of the graph (that is `EngineCompileError`)."""
+
+    def __init__(self, message: str, *, stderr_tail: str = ""):
+        self.stderr_tail = stderr_tail
+        super().__init__(message + (f"\n--- worker stderr (tail) ---\n{stderr_tail}" if stderr_tail else ""))
+
+
+class TensorRTForRTXMissingError(EngineBuildError):
+    """No Torch-TensorRT that can build engines here (none installed, or the GPU-only one)."""
+
+
+class EngineCompileError(RuntimeError):
+    """``torch_tensorrt.dynamo.compile`` raised: Torch-TensorRT or TensorRT refused the graph.
+
+    The exception cannot cross the process boundary, so its type name and message are kept in
+    `original_type` and `original_message` (``str()`` starts with both), and `build` holds the blocks
+    recorded before it was raised (the failed block last, when a block's build raised).
+    """
+
+    def __init__(self, original_type: str, original_message: str, build: EngineBuild):
+        self.original_type = original_type
+        self.original_message = original_message
+        self.build = build
+        super().__init__(f"torch_tensorrt.dynamo.compile raised {original_type}: {original_message}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One input's optimization profile: the engine accepts shapes from ``min`` to ``max`` and is tuned
+    for ``opt``. Becomes ``torch_tensorrt.Input(min_shape=..., opt_shape=..., max_shape=...)``."""
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        shapes = {"min": self.min, "opt": self.opt, "max": self.max}
+        if len({len(s) for s in shapes.values()}) != 1:
+            raise ValueError(f"min, opt and max must have the same rank, got {shapes}")
+        for i, (low, opt, high) in enumerate(zip(self.min, self.opt, self.max, strict=True)):
+            if not 0 <= low <= opt <= high:
+                raise ValueError(
+                    f"dimension {i} needs 0 <= min <= opt <= max, got min={low}, opt={opt}, max={high}; "
+                    "order the three shapes from smallest to largest"
+                )
+        if not isinstance(self.dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype such as torch.float16, got {self.dtype!r}")
+
+
+@dataclass(frozen=True)
+class InputProfile:
+    """The profile Torch-TensorRT gave one input of one engine (static inputs: min = opt = max)."""
+
+    name: str
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+    dtype: str
+
+    @property
+    def static(self) -> bool:
+        return self.min == self.opt == self.max
+
+    def __str__(self) -> str:
+        if self.static:
+            return f"{self.name} {list(self.min)}"
+        return f"{self.name} min {list(self.min)} opt {list(self.opt)} max {list(self.max)}"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a built engine, as TensorRT's build log lists it: after TensorRT's fusions, so a
+    layer is often several of the graph's ops (a convolution with its activation, say)."""
+
+    name: str
+    type: str
+    output_dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of the partition, in graph order: a TensorRT block (built or failed) or a PyTorch one."""
+
+    kind: str  # "tensorrt" or "torch"
+    name: str
+    ops: dict[str, int]
+    status: str  # "built", "failed" or "pytorch"
+    profile: tuple[InputProfile, ...] = ()
+    engine_path: Path | None = None
+    engine_bytes: int | None = None
+    seconds: float | None = None
+    error_type: str | None = None
+    error_message: str | None = field(default=None, repr=False)
+    layers: tuple[Layer, ...] = field(default=(), repr=False)
+    build_log: Path | None = field(default=None, repr=False)
+
+    @property
+    def op_count(self) -> int:
+        return sum(self.ops.values())
+
+    def layer_dtypes(self) -> dict[str, int]:
+        """How many of the engine's layers output each data type ("Float", "Half", "BFloat16", ...)."""
+        counts: dict[str, int] = {}
+        for layer in self.layers:
+            for dtype in layer.output_dtypes:
+                counts[dtype] = counts.get(dtype, 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+    @property
+    def error(self) -> str:
+        """``"Type: first line of the message"``, or "" for a block that did not fail."""
+        if self.status != "failed":
+            return ""
+        first = (self.error_message or "").strip().splitlines()
+        return f"{self.error_type}: {first[0] if first else ''}"
+
+
+@dataclass(frozen=True)
+class EngineBuild:
+    """What one real ``dynamo.compile`` built, block by block."""
+
+    blocks: tuple[Block, ...]
+    versions: dict[str, str]
+    stand_ins: tuple[str, ...]
+    settings: dict[str, str]
+    seconds: float
+    peak_rss_mb: float
+    engine_dir: Path
+    module_path: Path | None = None
+
+    @property
+    def engines(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.status == "built")
+
+    @property
+    def failed(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.status == "failed")
+
+    @property
+    def torch_blocks(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.kind == "torch")
+
+    @property
+    def engine_bytes(self) -> int:
+        return sum(b.engine_bytes or 0 for b in self.engines)
+
+    def to_frame(self):
+        """One row per block, in graph order."""
+        import pandas as pd
+
+        rows = []
+        for block in self.blocks:
+            rows.append(
+                {
+                    "block": block.name,
+                    "runs in": "TensorRT" if block.status == "built" else "PyTorch",
+                    "status": block.status,
+                    "ops": block.op_count,
+                    "engine MB": round(block.engine_bytes / 1e6, 2) if block.engine_bytes else None,
+                    "build s": round(block.seconds, 1) if block.seconds is not None else None,
+                    "input profile": "; ".join(str(p) for p in block.profile),
+                    "what": block.error or _op_summary(block.ops),
+                }
+            )
+        return pd.DataFrame(rows).set_index("block")
+
+    def summary(self) -> str:
+        trt = [b for b in self.blocks if b.kind == "tensorrt"]
+        return (
+            f"{len(self.engines)} of {len(trt)} TensorRT blocks built "
+            f"({self.engine_bytes / 1e6:.1f} MB of engines), {len(self.failed)} failed, "
+            f"{len(self.torch_blocks)} PyTorch blocks; compile {self.seconds:.1f} s, "
+            f"peak memory {self.peak_rss_mb / 1024:.2f} GB"
+        )
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        for block in self.blocks:
+            if block.status == "built":
+                what = f"engine {block.engine_bytes / 1e6:.1f} MB in {block.seconds:.1f} s"
+            elif block.status == "failed":
+                what = f"FAILED {block.error}"
+            else:
+                what = _op_summary(block.ops)
+            lines.append(f"  {block.name:16} {block.op_count:4d} ops  {what}")
+        return "\n".join(lines)
+
+
+def _op_summary(ops: Mapping[str, int], limit: int = 4) -> str:
+    names = [
+        f"{name.removeprefix('torch.ops.').removesuffix('.default')}" + (f" x{n}" if n > 1 else "")
+        for name, n in sorted(ops.items(), key=lambda item: -item[1])
+    ]
+    return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def installed_distribution() -> str | None:
+    """``"torch-tensorrt-rtx 2.14.0"`` or ``"torch-tensorrt 2.14.0"``: the one installed, or None."""
+    for name in (RTX_DISTRIBUTION, "torch-tensorrt"):
+        try:
+            return f"{name} {importlib.metadata.version(name)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _check_install() -> None:
+    distribution = installed_distribution()
+    if distribution is None or importlib.util.find_spec("torch_tensorrt") is None:
+        raise TensorRTForRTXMissingError(
+            f"torch_tensorrt is not installed in this environment. {_INSTALL_HINT}"
+        )
+    if not torch.cuda.is_available() and not distribution.startswith(RTX_DISTRIBUTION + " "):
+        raise TensorRTForRTXMissingError(
+            f"this environment has {distribution}, which builds engines only on a CUDA GPU, and this "
+            f"machine has none. {_INSTALL_HINT}"
+        )
+
+
+def _check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    for name, hint in _REMOVED_SETTINGS.items():
+        if name in settings:
+            raise TypeError(f"{name!r} is not a build setting here: {hint}")
+    checked = dict(settings)
+    if "torch_executed_ops" in checked:
+        checked["torch_executed_ops"] = sorted({_op_name(op) for op in checked["torch_executed_ops"]})
+    return checked
+
+
+def _check_profiles(profiles: Sequence[Profile] | None, args: Sequence[Any]) -> list[dict[str, Any]] | None:
+    if profiles is None:
+        return None
+    profiles = list(profiles)
+    if len(profiles) != len(args):
+        raise ValueError(
+            f"{len(profiles)} profiles for {len(args)} example inputs: give one Profile per input, in order"
+        )
+    for i, profile in enumerate(profiles):
+        if not isinstance(profile, Profile):
+            raise TypeError(f"profiles[{i}] must be a casebook.backends.trt_engine.Profile, got {profile!r}")
+    return [{"min": list(p.min), "opt": list(p.opt), "max": list(p.max), "dtype": p.dtype} for p in profiles]
+
+
+def build_engines(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: Sequence[Any] | torch.Tensor,
+    *,
+    profiles: Sequence[Profile] | None = None,
+    keep_going: bool = True,
+    engine_dir: str | os.PathLike[str] | None = None,
+    save_module: bool = False,
+    timeout_s: float = 900,
+    import_modules: Sequence[str] = (),
+    pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    **settings: Any,
+) -> EngineBuild:
+    """Build the TensorRT engines of ``exported_program`` for real, in a subprocess, and report each block.
+
+    Args:
+        exported_program: the program to compile; it is saved and loaded again in the worker.
+        example_inputs: example tensors, one per input of the program (a lone tensor is one input).
+            Without ``profiles`` they are the engines' inputs: a static engine of exactly these shapes,
+            even where the program has dynamic dimensions.
+        profiles: one `Profile` per input (min/opt/max shapes), for dynamic engines. Torch-TensorRT
+            refuses a profile wider than the program's range.
+        keep_going: record a block whose build fails and build the next ones (True), or raise
+            `EngineCompileError` at the first failure, as a plain ``dynamo.compile`` does (False).
+        engine_dir: where engine files and build logs go (default: a folder per program and settings
+            under the artifact cache). Files there are overwritten.
+        save_module: also ``torch.save`` the compiled module (``module.pt``), engines inside.
+        timeout_s: how long the worker may run.
+        import_modules, pytree_registrations: as for `trt_coverage.coverage_report`, for programs
+            with custom operators or custom pytree types.
+        **settings: ``torch_tensorrt.dynamo.compile`` keywords (``min_block_size``,
+            ``torch_executed_ops``, ``enable_autocast``, ...), passed through.
+
+    Raises:
+        TensorRTForRTXMissingError: no Torch-TensorRT that can build here.
+        EngineCompileError: ``dynamo.compile`` raised (with ``keep_going``, only for failures outside
+            a block's build, such as the partitioner or a profile outside the program's range).
+        EngineBuildError: the worker crashed, could not import Torch-TensorRT, or ran out of time.
+    """
+    _check_install()
+    args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    checked = _check_settings(settings)
+    profile_specs = _check_profiles(profiles, args)
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    if engine_dir is None:
+        key = cache_key(
+            exported_program, args, "tensorrt-rtx-engines", {**checked, "profiles": profile_specs}
+        )
+        engine_dir = default_cache_dir().parent / "engines" / key[:16]
+    engine_dir = Path(engine_dir).resolve()
+    request = {
+        "inputs": args,
+        "profiles": profile_specs,
+        "settings": checked,
+        "keep_going": bool(keep_going),
+        "save_module": bool(save_module),
+        "engine_dir": str(engine_dir),
+        "import_modules": _modules_for(exported_program, import_modules),
+        "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
+    }
+    with tempfile.TemporaryDirectory(prefix="casebook-trt-build-") as tmp:
+        tmp_dir = Path(tmp)
+        torch.export.save(exported_program, str(tmp_dir / "program.pt2"))
+        torch.save(request, tmp_dir / "request.pt")
+        result, stderr = _run_worker(tmp_dir, timeout_s)
+    if not result["ok"]:
+        hint = f" {_INSTALL_HINT}" if result.get("phase") == "import" else ""
+        raise EngineBuildError(
+            f"the engine build failed while in phase {result.get('phase')!r}: "
+            f"{result['error_type']}: {result['message']}.{hint}",
+            stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
+        )
+    build = _build_from(result, engine_dir, save_module)
+    error = result.get("compile_error")
+    if error is not None:
+        raise EngineCompileError(error["error_type"], error["message"], build)
+    return build
+
+
+def _run_worker(tmp_dir: Path, timeout_s: float) -> tuple[dict[str, Any], str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    stderr_path = tmp_dir / "worker.stderr"
+    with open(stderr_path, "w") as stderr:  # a file, not a pipe: the build log can be long
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=env,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise EngineBuildError(
+                f"the engine build did not finish within {timeout_s} s",
+                stderr_tail=_tail(stderr_path.read_text(errors="replace")),
+            ) from None
+    text = stderr_path.read_text(errors="replace")
+    result_path = tmp_dir / "result.json"
+    if completed.returncode != 0 or not result_path.exists():
+        raise EngineBuildError(
+            f"the build worker exited with status {completed.returncode} without a result",
+            stderr_tail=_tail(text),
+        )
+    return json.loads(result_path.read_text()), text
+
+
+def _build_from(result: Mapping[str, Any], engine_dir: Path, save_module: bool) -> EngineBuild:
+    blocks = []
+    for raw in result["blocks"]:
+        if raw["kind"] == "torch":
+            blocks.append(Block("torch", raw["name"], raw["ops"], "pytorch"))
+            continue
+        log = engine_dir / f"{raw['name']}.build.log"
+        blocks.append(
+            Block(
+                "tensorrt",
+                raw["name"],
+                raw["ops"],
+                raw.get("status", "failed"),
+                profile=tuple(
+                    InputProfile(p["name"], tuple(p["min"]), tuple(p["opt"]), tuple(p["max"]), p["dtype"])
+                    for p in raw["profile"]
+                ),
+                engine_path=Path(raw["engine"]) if raw.get("engine") else None,
+                engine_bytes=raw.get("engine_bytes"),
+                seconds=raw.get("seconds"),
+                error_type=raw.get("error_type"),
+                error_message=raw.get("message"),
+                layers=tuple(
+                    Layer(layer["name"], layer["type"], tuple(layer["dtypes"]))
+                    for layer in raw.get("layers", ())
+                ),
+                build_log=log if log.exists() else None,
+            )
+        )
+    module = engine_dir / "module.pt"
+    return EngineBuild(
+        blocks=tuple(blocks),
+        versions=result["versions"],
+        stand_ins=tuple(result["stand_ins"]),
+        settings=result["settings"],
+        seconds=result["seconds"],
+        peak_rss_mb=result["peak_rss_mb"],
+        engine_dir=engine_dir,
+        module_path=module if save_module and module.exists() else None,
+    )

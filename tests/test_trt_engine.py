@@ -1,0 +1,205 @@
+"""Real TensorRT engine builds (`casebook.backends.trt_engine`), on this machine, with what it has.
+
+Without a GPU the builds take Torch-TensorRT for RTX (installed by `make install`, TENSORRT=rtx);
+each build is a worker process of its own (about 10 s of start-up), so the models are tiny and each
+fixture builds once per module.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+from torch.export import Dim
+
+from casebook.backends import trt_engine
+from casebook.backends.trt_engine import (
+    EngineBuildError,
+    EngineCompileError,
+    Profile,
+    TensorRTForRTXMissingError,
+    build_engines,
+)
+
+NMS = "torch.ops.torchvision.nms.default"
+NONZERO = "torch.ops.aten.nonzero.default"
+
+
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+class NonzeroNet(nn.Module):
+    """A convolution, then nonzero: TensorRT for RTX has no nonzero (it needs a plugin)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return y.sum(), (y > 0.5).nonzero()
+
+
+class NmsNet(nn.Module):
+    def forward(self, boxes, scores):
+        keep = torchvision.ops.nms(boxes * 2 + 1, scores.sigmoid(), 0.5)
+        return boxes[keep]
+
+
+@pytest.fixture(scope="module")
+def small_program():
+    torch.manual_seed(0)
+    example = torch.randn(2, 3, 16, 16)
+    batch = Dim("batch", min=1, max=8)
+    return torch.export.export(SmallNet().eval(), (example,), dynamic_shapes=({0: batch},)), example
+
+
+@pytest.fixture(scope="module")
+def dynamic_build(small_program, tmp_path_factory):
+    program, example = small_program
+    profile = Profile((1, 3, 16, 16), (4, 3, 16, 16), (8, 3, 16, 16))
+    # min_block_size=1: the net has fewer ops than the default minimum of 5 for a TensorRT block.
+    return build_engines(
+        program, (example,), profiles=[profile], min_block_size=1, engine_dir=tmp_path_factory.mktemp("small")
+    )
+
+
+def test_a_real_engine_is_built_and_written(dynamic_build):
+    build = dynamic_build
+    assert build.versions["tensorrt_package"] == ("tensorrt" if torch.cuda.is_available() else "tensorrt_rtx")
+    assert [b.status for b in build.blocks] == ["built"] and build.failed == ()
+    (engine,) = build.engines
+    assert engine.engine_path.is_file() and engine.engine_path.stat().st_size == engine.engine_bytes > 10_000
+    assert engine.build_log.is_file() and engine.seconds > 0
+    # TensorRT's own layer list, read from the build log (detailed profiling verbosity).
+    assert engine.layers and all(layer.name and layer.type for layer in engine.layers)
+    assert set(engine.layer_dtypes()) <= {"Float", "Int32", "Int64", "Bool"}  # a float32 model
+    assert engine.ops["torch.ops.aten.convolution.default"] == 1
+    assert 0 < build.peak_rss_mb < 6 * 1024  # the issue's budget per build
+    if not torch.cuda.is_available():
+        assert build.stand_ins[0].startswith("torch.cuda.current_device")
+        assert build.settings["offload_module_to_cpu"] == "True"
+    assert "1 of 1 TensorRT blocks built" in str(build)
+    assert build.to_frame().loc[engine.name, "status"] == "built"
+
+
+def test_the_engine_profile_takes_min_and_max_from_the_profile_and_opt_from_the_export(dynamic_build):
+    """Torch-TensorRT 2.14.0 builds a block's profile from the program's symbols: min and max come
+    from the Profile given, opt from the size the program was exported with (batch 2), not the
+    Profile's opt (4). This is the shape the interpreter hands to TensorRT's set_shape."""
+    (profile,) = dynamic_build.engines[0].profile
+    assert (profile.min, profile.opt, profile.max) == ((1, 3, 16, 16), (2, 3, 16, 16), (8, 3, 16, 16))
+    assert not profile.static and str(profile) == "x min [1, 3, 16, 16] opt [2, 3, 16, 16] max [8, 3, 16, 16]"
+
+
+def test_a_profile_wider_than_the_program_is_refused(small_program, tmp_path):
+    program, example = small_program
+    too_wide = Profile((1, 3, 16, 16), (4, 3, 16, 16), (32, 3, 16, 16))
+    with pytest.raises(EngineCompileError, match="exceeds the exported program's max") as caught:
+        build_engines(program, (example,), profiles=[too_wide], engine_dir=tmp_path)
+    assert caught.value.original_type == "ValueError" and caught.value.build.blocks == ()
+
+
+@pytest.fixture(scope="module")
+def nonzero_program():
+    example = torch.randn(1, 3, 16, 16)
+    return torch.export.export(NonzeroNet().eval(), (example,)), example
+
+
+def test_a_failing_block_is_reported_and_the_build_goes_on(nonzero_program, tmp_path):
+    program, example = nonzero_program
+    build = build_engines(program, (example,), min_block_size=1, engine_dir=tmp_path)
+    (failed,) = build.failed
+    assert failed.error_type == "NotImplementedError"
+    assert "only available in non TensorRT-RTX environments" in failed.error_message
+    assert failed.ops[NONZERO] == 1 and failed.engine_path is None
+
+
+def test_without_keep_going_the_first_failure_raises(nonzero_program, tmp_path):
+    program, example = nonzero_program
+    with pytest.raises(EngineCompileError, match="non TensorRT-RTX environments") as caught:
+        build_engines(program, (example,), min_block_size=1, keep_going=False, engine_dir=tmp_path)
+    assert caught.value.original_type == "NotImplementedError"
+    assert [b.status for b in caught.value.build.blocks] == ["failed"]
+
+
+def test_torch_executed_ops_moves_the_op_out_and_the_engines_build(nonzero_program, tmp_path):
+    program, example = nonzero_program
+    build = build_engines(
+        program, (example,), min_block_size=1, torch_executed_ops={NONZERO}, engine_dir=tmp_path
+    )
+    assert build.failed == () and len(build.engines) >= 1
+    assert any(b.ops.get(NONZERO) for b in build.torch_blocks)
+
+
+def test_nms_runs_in_pytorch_and_the_blocks_around_it_are_engines(tmp_path):
+    boxes = torch.rand(16, 4) * 10
+    boxes[:, 2:] += boxes[:, :2]
+    program = torch.export.export(NmsNet(), (boxes, torch.randn(16)))
+    build = build_engines(program, (boxes, torch.randn(16)), min_block_size=1, engine_dir=tmp_path)
+    kinds = [(b.kind, b.status) for b in build.blocks]
+    assert ("torch", "pytorch") in kinds and build.failed == ()
+    (nms_block,) = [b for b in build.torch_blocks if NMS in b.ops]
+    # The block after nms takes nms's output, whose length is data-dependent: its profile has a range.
+    after = build.blocks[build.blocks.index(nms_block) + 1]
+    assert after.status == "built" and any(not p.static for p in after.profile)
+
+
+def test_the_compiled_module_can_be_saved(small_program, tmp_path):
+    program, example = small_program
+    build = build_engines(program, (example,), save_module=True, min_block_size=1, engine_dir=tmp_path)
+    assert build.module_path == tmp_path.resolve() / "module.pt" and build.module_path.stat().st_size > 0
+
+
+# Bad input: each gets a clear error before any worker starts.
+
+
+def test_one_profile_per_input(small_program):
+    program, example = small_program
+    with pytest.raises(ValueError, match="1 example inputs: give one Profile per input"):
+        build_engines(program, (example,), profiles=[])
+    with pytest.raises(TypeError, match="must be a casebook.backends.trt_engine.Profile"):
+        build_engines(program, (example,), profiles=[(1, 3, 16, 16)])
+
+
+def test_a_profile_must_be_ordered_and_of_one_rank():
+    with pytest.raises(ValueError, match="order the three shapes"):
+        Profile((4, 3), (2, 3), (8, 3))
+    with pytest.raises(ValueError, match="same rank"):
+        Profile((1, 3), (2, 3), (8, 3, 1))
+    with pytest.raises(TypeError, match="torch.float16"):
+        Profile((1,), (2,), (3,), dtype="float16")
+
+
+@pytest.mark.parametrize("name", ["enabled_precisions", "use_explicit_typing", "dryrun"])
+def test_removed_or_misplaced_settings_are_refused(small_program, name):
+    program, example = small_program
+    with pytest.raises(TypeError, match=f"'{name}' is not a build setting here"):
+        build_engines(program, (example,), **{name: True})
+
+
+def test_a_missing_rtx_install_names_the_make_variable(small_program, monkeypatch):
+    program, example = small_program
+    monkeypatch.setattr(trt_engine, "installed_distribution", lambda: None)
+    with pytest.raises(TensorRTForRTXMissingError, match="make install TENSORRT=rtx"):
+        build_engines(program, (example,))
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(trt_engine, "installed_distribution", lambda: "torch-tensorrt 2.14.0")
+        with pytest.raises(TensorRTForRTXMissingError, match="builds engines only on a CUDA GPU"):
+            build_engines(program, (example,))
+
+
+def test_a_worker_past_its_time_is_stopped(small_program, tmp_path):
+    program, example = small_program
+    with pytest.raises(EngineBuildError, match="did not finish within 0.5 s"):
+        build_engines(program, (example,), timeout_s=0.5, engine_dir=tmp_path)
+    with pytest.raises(ValueError, match="timeout_s must be positive"):
+        build_engines(program, (example,), timeout_s=0)
