@@ -365,7 +365,7 @@ def build_engines(
         tmp_dir = Path(tmp)
         torch.export.save(exported_program, str(tmp_dir / "program.pt2"))
         torch.save(request, tmp_dir / "request.pt")
-        result, stderr = _run_worker(tmp_dir, timeout_s)
+        result, stderr = run_worker(WORKER_MODULE, tmp_dir, timeout_s)
     if not result["ok"]:
         hint = f" {_INSTALL_HINT}" if result.get("phase") == "import" else ""
         raise EngineBuildError(
@@ -380,14 +380,15 @@ def build_engines(
     return build
 
 
-def _run_worker(tmp_dir: Path, timeout_s: float) -> tuple[dict[str, Any], str]:
+def run_worker(module: str, tmp_dir: Path, timeout_s: float) -> tuple[dict[str, Any], str]:
+    """Run ``python -m module tmp_dir`` with the repository importable; its ``result.json`` and stderr."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     stderr_path = tmp_dir / "worker.stderr"
     with open(stderr_path, "w") as stderr:  # a file, not a pipe: the build log can be long
         try:
             completed = subprocess.run(
-                [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
+                [sys.executable, "-m", module, str(tmp_dir)],
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 env=env,
