@@ -437,5 +437,5 @@ def check_tensorrt(session: Session, program, args, kwargs) -> None:
         f"{coverage.torch_block_count} block(s) left to PyTorch",
     ]
     if coverage.analysis != "tensorrt":
-        evidence.append(f"dry run without TensorRT ({coverage.analysis}): no engine was built")
+        evidence.append(f"dry run only ({coverage.analysis}): no engine was built")
     session.add(Finding.from_entry(catalog.entry("tensorrt-unsupported-ops"), evidence, "tensorrt"))
