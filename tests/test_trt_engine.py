@@ -155,8 +155,27 @@ def test_nms_runs_in_pytorch_and_the_blocks_around_it_are_engines(tmp_path):
 
 def test_the_compiled_module_can_be_saved(small_program, tmp_path):
     program, example = small_program
-    build = build_engines(program, (example,), save_module=True, min_block_size=1, engine_dir=tmp_path)
+    build = build_engines(
+        program,
+        (example,),
+        save_module=True,
+        save_formats=["exported_program"],
+        min_block_size=1,
+        engine_dir=tmp_path,
+    )
     assert build.module_path == tmp_path.resolve() / "module.pt" and build.module_path.stat().st_size > 0
+    if not torch.cuda.is_available():
+        # torch_tensorrt.save needs the engine set up in TensorRT's runtime, which needs a GPU.
+        saved = build.saved["exported_program"]
+        assert not saved["ok"] and "references nonexistent attribute _run_on_acc_0_engine" in saved["message"]
+
+
+def test_unknown_save_formats_are_refused(small_program):
+    program, example = small_program
+    with pytest.raises(ValueError, match="unknown save_formats \\['onnx'\\]"):
+        build_engines(program, (example,), save_formats=["onnx"])
+    with pytest.raises(TypeError, match="not a string"):
+        build_engines(program, (example,), save_formats="executorch")
 
 
 # Bad input: each gets a clear error before any worker starts.

@@ -269,10 +269,42 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         state,
         ok=True,
         compile_error=None,
+        saved=_save_formats(torch_tensorrt, partitioned, request, engine_dir),
         blocks=_partition(partitioned, blocks),
         seconds=seconds,
         peak_rss_mb=_peak_rss_mb(),
     )
+
+
+_SUFFIXES = {
+    "exported_program": ".ep.pt2",
+    "torchscript": ".ts",
+    "aot_inductor": ".aoti.pt2",
+    "executorch": ".pte",
+}
+
+
+def _save_formats(
+    torch_tensorrt: Any, module: Any, request: dict[str, Any], engine_dir: Path
+) -> dict[str, Any]:
+    """``torch_tensorrt.save`` in each format asked for: the file written, or the exception it raised."""
+    saved: dict[str, Any] = {}
+    for output_format in request["save_formats"]:
+        path = engine_dir / f"module{_SUFFIXES.get(output_format, '.' + output_format)}"
+        try:
+            # The example tensors: the torchscript format traces the module with them.
+            torch_tensorrt.save(
+                module,
+                str(path),
+                output_format=output_format,
+                arg_inputs=list(request["inputs"]),
+                retrace=False,
+            )
+        except Exception as exc:  # the point of asking: each format's outcome is reported per format
+            saved[output_format] = {"ok": False, **_error(exc)}
+        else:
+            saved[output_format] = {"ok": True, "path": str(path), "bytes": path.stat().st_size}
+    return saved
 
 
 def _peak_rss_mb() -> float:

@@ -186,6 +186,9 @@ class EngineBuild:
     peak_rss_mb: float
     engine_dir: Path
     module_path: Path | None = None
+    # torch_tensorrt.save per output format asked for: {"ok": True, "path", "bytes"} or
+    # {"ok": False, "error_type", "message"}
+    saved: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def engines(self) -> tuple[Block, ...]:
@@ -286,6 +289,18 @@ def _check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return checked
 
 
+SAVE_FORMATS = ("exported_program", "torchscript", "aot_inductor", "executorch")
+
+
+def _check_formats(formats: Sequence[str]) -> list[str]:
+    if isinstance(formats, str):
+        raise TypeError(f"save_formats takes a list of formats, e.g. [{formats!r}], not a string")
+    unknown = [f for f in formats if f not in SAVE_FORMATS]
+    if unknown:
+        raise ValueError(f"unknown save_formats {unknown}: torch_tensorrt.save writes {list(SAVE_FORMATS)}")
+    return list(formats)
+
+
 def _check_profiles(profiles: Sequence[Profile] | None, args: Sequence[Any]) -> list[dict[str, Any]] | None:
     if profiles is None:
         return None
@@ -308,6 +323,7 @@ def build_engines(
     keep_going: bool = True,
     engine_dir: str | os.PathLike[str] | None = None,
     save_module: bool = False,
+    save_formats: Sequence[str] = (),
     timeout_s: float = 900,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
@@ -327,6 +343,8 @@ def build_engines(
         engine_dir: where engine files and build logs go (default: a folder per program and settings
             under the artifact cache). Files there are overwritten.
         save_module: also ``torch.save`` the compiled module (``module.pt``), engines inside.
+        save_formats: also try ``torch_tensorrt.save`` in these output formats ("exported_program",
+            "torchscript", "aot_inductor", "executorch"); `EngineBuild.saved` says what each did.
         timeout_s: how long the worker may run.
         import_modules, pytree_registrations: as for `trt_coverage.coverage_report`, for programs
             with custom operators or custom pytree types.
@@ -357,6 +375,7 @@ def build_engines(
         "settings": checked,
         "keep_going": bool(keep_going),
         "save_module": bool(save_module),
+        "save_formats": _check_formats(save_formats),
         "engine_dir": str(engine_dir),
         "import_modules": _modules_for(exported_program, import_modules),
         "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
@@ -449,4 +468,5 @@ def _build_from(result: Mapping[str, Any], engine_dir: Path, save_module: bool) 
         peak_rss_mb=result["peak_rss_mb"],
         engine_dir=engine_dir,
         module_path=module if save_module and module.exists() else None,
+        saved=result.get("saved", {}),
     )
