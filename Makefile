@@ -14,24 +14,24 @@ BOOK ?= .
 PORT ?= 8000
 
 # TensorRT: "full" installs torch-tensorrt with enterprise TensorRT (needs a CUDA GPU and NVIDIA's
-# package index); "rtx" (the default without a GPU) installs torch-tensorrt-rtx with TensorRT for RTX
-# from PyPI, whose builder makes real engines without a GPU (running them needs an RTX GPU);
-# "analysis" installs only torch-tensorrt's Python code, for the dry-run partition analysis alone.
-# torch-tensorrt and torch-tensorrt-rtx install the same `torch_tensorrt` package, so the other one
-# is uninstalled first: one environment holds exactly one of them.
+# package index). "analysis" installs only torch-tensorrt's Python code, for the dry-run partition
+# analysis (with a labelled stand-in for TensorRT). "rtx" (the default without a GPU) is "analysis"
+# plus Torch-TensorRT for RTX with TensorRT for RTX from PyPI, whose builder makes real engines
+# without a GPU (running them needs an RTX GPU). torch-tensorrt-rtx installs the same `torch_tensorrt`
+# package as torch-tensorrt, so it goes to a folder of its own, TRT_RTX_DIR, which only the engine
+# builders' worker processes put on their path (casebook/backends/trt_engine.py): each process sees
+# exactly one torch_tensorrt.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TENSORRT ?= $(if $(HAS_GPU),full,rtx)
 TRT_REQUIREMENTS_full := requirements-gpu.txt
 TRT_PIP_FLAGS_full :=
-TRT_OTHER_full := torch-tensorrt-rtx
-TRT_REQUIREMENTS_rtx := requirements-trt-rtx.txt
-TRT_PIP_FLAGS_rtx :=
-TRT_OTHER_rtx := torch-tensorrt
 TRT_REQUIREMENTS_analysis := requirements-trt-analysis.txt
 TRT_PIP_FLAGS_analysis := --no-deps
-TRT_OTHER_analysis := torch-tensorrt-rtx
+TRT_REQUIREMENTS_rtx := requirements-trt-analysis.txt
+TRT_PIP_FLAGS_rtx := --no-deps
+TRT_RTX_DIR := $(VENV)/tensorrt-rtx
 ifeq ($(TRT_REQUIREMENTS_$(TENSORRT)),)
-$(error TENSORRT=$(TENSORRT) is not a TensorRT install: use TENSORRT=rtx (TensorRT for RTX, builds engines without a GPU), TENSORRT=full (enterprise TensorRT, needs a CUDA GPU) or TENSORRT=analysis (dry runs only))
+$(error TENSORRT=$(TENSORRT) is not a TensorRT install: use TENSORRT=rtx (builds TensorRT for RTX engines without a GPU), TENSORRT=full (enterprise TensorRT, needs a CUDA GPU) or TENSORRT=analysis (dry runs only))
 endif
 # detectron2: "sal" (default) installs the PyPI repackaging sal-detectron2 (Python code only);
 # "upstream" builds facebookresearch/detectron2 from GitHub (needs network access to GitHub).
@@ -69,11 +69,12 @@ $(BIN)/python:
 
 # Reinstall only when a requirements file changes. Cached notebook outputs were produced by the old
 # environment, so they are dropped too.
-$(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) scripts/install_detectron2.sh pyproject.toml | $(BIN)/python
+$(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) requirements-trt-rtx.txt scripts/install_detectron2.sh pyproject.toml | $(BIN)/python
 	@echo "Installing the pinned stack (TensorRT: $(TENSORRT), detectron2: $(DETECTRON2))"
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(BIN)/python -m pip uninstall --disable-pip-version-check -q -y $(TRT_OTHER_$(TENSORRT))
 	$(BIN)/python -m pip install --disable-pip-version-check -q $(TRT_PIP_FLAGS_$(TENSORRT)) -r $(TRT_REQUIREMENTS_$(TENSORRT))
+	rm -rf $(TRT_RTX_DIR)
+	$(if $(filter rtx,$(TENSORRT)),$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps --target $(TRT_RTX_DIR) -r requirements-trt-rtx.txt)
 	DETECTRON2=$(DETECTRON2) bash scripts/install_detectron2.sh $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
 	rm -f $(VENV)/.installed-*

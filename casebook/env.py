@@ -21,7 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # detectron2 is installed either from upstream source (distribution "detectron2") or from the
 # PyPI repackaging "sal-detectron2"; both provide the `detectron2` module.
 _DETECTRON2_DISTRIBUTIONS = ("detectron2", "sal-detectron2")
-_TENSORRT_RTX_DISTRIBUTION = "torch-tensorrt-rtx"
+TENSORRT_RTX_ENV = "CASEBOOK_TENSORRT_RTX"
 
 
 def _distribution_version(name: str) -> str | None:
@@ -40,27 +40,48 @@ def _detectron2_status() -> str:
 
 
 def _tensorrt_status() -> str:
-    """Which Torch-TensorRT distribution is installed, and what it can do here, without importing it.
+    """Describe the Torch-TensorRT installs without importing them where they cannot work.
 
-    `import torch_tensorrt` asks CUDA about the device, so it fails on a machine without a GPU; the
-    book imports it only in subprocesses (`casebook.backends.trt_engine`, `trt_coverage`). Both
-    distributions install the same `torch_tensorrt` package, so at most one is installed.
+    `import torch_tensorrt` needs libnvinfer and a CUDA device; on a CPU machine the book installs
+    torch-tensorrt for its pure-Python partition analysis, which runs in a subprocess, and
+    Torch-TensorRT for RTX in a folder of its own for real engine builds (also in subprocesses).
     """
-    rtx = _distribution_version(_TENSORRT_RTX_DISTRIBUTION)
-    if rtx is not None:
-        runtime = _distribution_version("tensorrt-rtx") or "not installed"
-        return (
-            f"{rtx} (distribution {_TENSORRT_RTX_DISTRIBUTION}) with TensorRT for RTX {runtime}: "
-            "builds engines without a GPU; running them needs an RTX GPU"
-        )
     version = _distribution_version("torch-tensorrt")
     if version is None:
-        return "not installed"
-    if not torch.cuda.is_available():
-        return f"{version} (analysis only: no CUDA device, so no TensorRT engines are built)"
-    if importlib.util.find_spec("tensorrt") is None:
-        return f"{version} (TensorRT runtime not installed)"
-    return f"{version} with TensorRT {importlib.metadata.version('tensorrt')}"
+        status = "not installed"
+    elif not torch.cuda.is_available():
+        status = f"{version} (dry-run analysis only: no CUDA device)"
+    elif importlib.util.find_spec("tensorrt") is None:
+        status = f"{version} (TensorRT runtime not installed)"
+    else:
+        status = f"{version} with TensorRT {importlib.metadata.version('tensorrt')}"
+    rtx = tensorrt_rtx_versions()
+    if "torch-tensorrt-rtx" in rtx:
+        status += (
+            f"; engines built with torch-tensorrt-rtx {rtx['torch-tensorrt-rtx']} and TensorRT for RTX "
+            f"{rtx.get('tensorrt-rtx', '?')} (no GPU needed to build; running them needs an RTX GPU)"
+        )
+    return status
+
+
+def tensorrt_rtx_site() -> Path:
+    """The folder holding Torch-TensorRT for RTX (``make install`` puts it in ``.venv/tensorrt-rtx``).
+
+    It installs the same ``torch_tensorrt`` package as torch-tensorrt, so it is kept out of the
+    environment's site-packages; only processes that build engines put it first on their path.
+    ``$CASEBOOK_TENSORRT_RTX`` points elsewhere.
+    """
+    return Path(os.environ.get(TENSORRT_RTX_ENV) or Path(sys.prefix) / "tensorrt-rtx")
+
+
+def tensorrt_rtx_versions() -> dict[str, str]:
+    """``{"torch-tensorrt-rtx": ..., "tensorrt-rtx": ...}`` as installed in `tensorrt_rtx_site`, or {}."""
+    found = {}
+    for dist in importlib.metadata.distributions(path=[str(tensorrt_rtx_site())]):
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name in ("torch-tensorrt-rtx", "tensorrt-rtx"):
+            found[name] = dist.version
+    return found
 
 
 def _accelerator() -> str:

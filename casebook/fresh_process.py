@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +44,13 @@ class ProcessResult:
         return lines[-1] if lines else f"exit code {self.returncode} (no Python traceback on stderr)"
 
 
-def run_python(code: str, *, timeout_s: float = 300) -> ProcessResult:
+def run_python(
+    code: str, *, timeout_s: float = 300, pythonpath: Sequence[str | os.PathLike[str]] = ()
+) -> ProcessResult:
     """Run `code` in a new Python process (this interpreter, the repository importable) and wait.
+
+    ``pythonpath`` folders go first on the process's path (a server's environment that differs from
+    this one, such as Torch-TensorRT for RTX's folder).
 
     Raises `TimeoutError` if it runs longer than `timeout_s`; a run that raises is a normal result
     (``ok`` is False and ``error`` holds the exception's line), since showing that failure is usually
@@ -55,7 +61,9 @@ def run_python(code: str, *, timeout_s: float = 300) -> ProcessResult:
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [*map(str, pythonpath), str(REPOSITORY), env.get("PYTHONPATH", "")])
+    )
     try:
         completed = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(code)],

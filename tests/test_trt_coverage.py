@@ -18,12 +18,7 @@ import torch
 import torchvision
 
 from casebook.backends import trt_coverage
-from casebook.backends._trt_dryrun_worker import (
-    RTX_ANALYSIS,
-    STAND_IN_ANALYSIS,
-    is_rtx_install,
-    make_tensorrt_stand_in,
-)
+from casebook.backends._trt_dryrun_worker import STAND_IN_ANALYSIS, make_tensorrt_stand_in
 from casebook.backends.trt_coverage import (
     CoverageAnalysisError,
     CoverageReport,
@@ -110,12 +105,7 @@ def test_resnet18_is_one_tensorrt_engine(resnet18_reports):
     report = resnet18_reports[0]
 
     assert isinstance(report, CoverageReport)
-    if not torch.cuda.is_available() and is_rtx_install():
-        # Torch-TensorRT for RTX imports the real tensorrt_rtx: nothing stands in for TensorRT.
-        assert report.analysis == RTX_ANALYSIS
-        assert report.versions["tensorrt_package"] == "tensorrt_rtx"
-        assert not report.versions["tensorrt"].endswith("+standin")
-    elif not torch.cuda.is_available():
+    if not torch.cuda.is_available():
         assert report.analysis == STAND_IN_ANALYSIS
         assert report.versions["tensorrt"].endswith("+standin")
     assert report.min_block_size == 5
@@ -155,7 +145,7 @@ def test_nms_has_no_converter(nms_reports):
     report = nms_reports[0][0]
 
     if not torch.cuda.is_available():
-        assert report.analysis == (RTX_ANALYSIS if is_rtx_install() else STAND_IN_ANALYSIS)
+        assert report.analysis == STAND_IN_ANALYSIS
     assert report.unsupported_ops.get(NMS, 0) >= 1
     assert report.coverage < 1 and not report.fully_convertible
     assert report.trt_engine_count == 2 and report.torch_block_count == 1

@@ -205,14 +205,16 @@ def test_removed_or_misplaced_settings_are_refused(small_program, name):
         build_engines(program, (example,), **{name: True})
 
 
-def test_a_missing_rtx_install_names_the_make_variable(small_program, monkeypatch):
+def test_a_missing_rtx_install_names_the_make_variable(small_program, monkeypatch, tmp_path):
     program, example = small_program
     monkeypatch.setattr(trt_engine, "installed_distribution", lambda: None)
     with pytest.raises(TensorRTForRTXMissingError, match="make install TENSORRT=rtx"):
         build_engines(program, (example,))
+    monkeypatch.undo()
     if not torch.cuda.is_available():
-        monkeypatch.setattr(trt_engine, "installed_distribution", lambda: "torch-tensorrt 2.14.0")
-        with pytest.raises(TensorRTForRTXMissingError, match="builds engines only on a CUDA GPU"):
+        # An empty folder where Torch-TensorRT for RTX should be.
+        monkeypatch.setenv("CASEBOOK_TENSORRT_RTX", str(tmp_path))
+        with pytest.raises(TensorRTForRTXMissingError, match=f"not in {tmp_path}.*CASEBOOK_TENSORRT_RTX"):
             build_engines(program, (example,))
 
 

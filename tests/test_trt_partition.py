@@ -10,7 +10,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
-from casebook.backends._trt_dryrun_worker import RTX_ANALYSIS  # noqa: E402
 from casebook.backends.trt_coverage import CoverageReport, PartitionBlock, coverage_reports  # noqa: E402
 from casebook.backends.trt_partition import (  # noqa: E402
     describe_analysis,
@@ -180,12 +179,6 @@ def test_describe_analysis_says_whether_engines_were_built():
     real = _report([8], analysis="tensorrt")
     real = CoverageReport(**{**real.__dict__, "versions": {"torch_tensorrt": "2.14.0", "tensorrt": "11.1.0"}})
     assert "with TensorRT 11.1.0 on this machine's GPU" in describe_analysis(real)
-    rtx = _report([8], analysis=RTX_ANALYSIS)
-    rtx = CoverageReport(
-        **{**rtx.__dict__, "versions": {"torch_tensorrt": "2.14.0", "tensorrt": "1.6.1.120"}}
-    )
-    text = describe_analysis(rtx)
-    assert "the real TensorRT for RTX 1.6.1.120 Python module" in text and "stand-in for TensorRT" not in text
 
 
 class _NmsHead(torch.nn.Module):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from casebook.backends import trt_stand_ins
+from casebook.backends.trt_engine import rtx_site
 from casebook.backends.trt_stand_ins import RuntimeWithoutGPU, SerializedEngineOnly
 from casebook.fresh_process import run_python
 
@@ -74,13 +75,13 @@ def test_every_stand_in_is_described():
 
 @needs_no_gpu
 def test_without_the_cuda_queries_torch_tensorrt_does_not_import():
-    result = run_python("import torch_tensorrt", timeout_s=300)
+    result = run_python("import torch_tensorrt", timeout_s=300, pythonpath=[rtx_site()])
     assert "Found no NVIDIA driver" in result.error
 
 
 @needs_no_gpu
 def test_with_all_stand_ins_the_build_succeeds():
-    result = run_python(textwrap.dedent(_BUILD.format(left_out="")), timeout_s=300)
+    result = run_python(textwrap.dedent(_BUILD.format(left_out="")), timeout_s=300, pythonpath=[rtx_site()])
     assert result.ok, result.stderr[-3000:]
     assert result.stdout.strip().endswith("built")
 
@@ -97,6 +98,8 @@ def test_with_all_stand_ins_the_build_succeeds():
     ids=["interpreter runtime", "runtime module", "fallback device"],
 )
 def test_each_stand_in_after_import_is_needed(stand_in, failure):
-    result = run_python(textwrap.dedent(_BUILD.format(left_out=stand_in.name)), timeout_s=300)
+    result = run_python(
+        textwrap.dedent(_BUILD.format(left_out=stand_in.name)), timeout_s=300, pythonpath=[rtx_site()]
+    )
     assert not result.ok
     assert failure in result.stderr, result.stderr[-3000:]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import io
 import json
@@ -38,10 +37,6 @@ from typing import Any
 
 STAND_IN_ANALYSIS = "stand-in (no GPU: engines were not built)"
 REAL_ANALYSIS = "tensorrt"
-# Torch-TensorRT for RTX with the real tensorrt_rtx module, on a machine without a GPU: only the two
-# CUDA queries are stood in. Its converter registry is the RTX one (no nonzero, no boolean indices).
-RTX_ANALYSIS = "tensorrt-rtx (no GPU: a dry run builds no engine)"
-RTX_DISTRIBUTION = "torch-tensorrt-rtx"
 
 # Compute capability the CUDA stand-in reports. torch_tensorrt only compares it with Jetson/Thor
 # values (which drop one lowering pass and the TRT-LLM plugins); this is a desktop/datacenter GPU.
@@ -132,23 +127,7 @@ def _make_dllist_stand_in() -> ModuleType:
     return mod
 
 
-def is_rtx_install() -> bool:
-    """Whether ``torch_tensorrt`` here is Torch-TensorRT for RTX.
-
-    Both distributions install the same package; torch_tensorrt itself decides by the distribution's
-    name which TensorRT module it imports (``tensorrt_rtx`` or ``tensorrt``), so this does the same.
-    """
-    try:
-        importlib.metadata.distribution(RTX_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 def _can_import_real_tensorrt() -> bool:
-    if is_rtx_install():
-        # torch_tensorrt imports tensorrt_rtx itself and aliases it as "tensorrt" while importing.
-        return importlib.util.find_spec("tensorrt_rtx") is not None
     try:
         importlib.import_module("tensorrt")
     except Exception:  # ImportError, or OSError from a missing libnvinfer
@@ -280,10 +259,7 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     notes, trt_stand_in = _install_stand_ins()
     state["stand_ins"] = notes
     stood_in = trt_stand_in is not None or not torch.cuda.is_available()
-    if is_rtx_install() and trt_stand_in is None:
-        state["analysis"] = RTX_ANALYSIS if stood_in else REAL_ANALYSIS
-    else:
-        state["analysis"] = STAND_IN_ANALYSIS if stood_in else REAL_ANALYSIS
+    state["analysis"] = STAND_IN_ANALYSIS if stood_in else REAL_ANALYSIS
     torch_tensorrt = _import_torch_tensorrt(trt_stand_in)
     if not torch.cuda.is_available():
         _patch_device_to_cpu(notes)
@@ -295,8 +271,6 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_tensorrt": torch_tensorrt.__version__,
         "tensorrt": tensorrt.__version__,
-        # "tensorrt_rtx" where Torch-TensorRT for RTX aliased TensorRT for RTX as "tensorrt"
-        "tensorrt_package": getattr(tensorrt, "_package_name", "") or "tensorrt",
     }
 
     # Capture the DryRunTracker itself, rather than parsing the printed summary.

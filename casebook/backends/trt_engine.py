@@ -9,7 +9,9 @@ block, the ops left to PyTorch; and the build's peak memory.
 
 On a machine without a GPU this takes Torch-TensorRT for RTX (``make install`` installs it there,
 ``TENSORRT=rtx``): TensorRT for RTX builds engines on the CPU, and a few steps of Torch-TensorRT that
-need a GPU are stood in (`casebook.backends.trt_stand_ins` names each and says why). The engines are
+need a GPU are stood in (`casebook.backends.trt_stand_ins` names each and says why). It installs the
+same ``torch_tensorrt`` package as the torch-tensorrt the dry runs use, so it lives in a folder of its
+own (`rtx_site`, ``.venv/tensorrt-rtx``) that only the build worker puts first on its path. The engines are
 real; they cannot be run here. Running one needs an RTX GPU: latency and parity of an engine are not
 measured on such a machine.
 
@@ -35,7 +37,7 @@ from typing import Any
 
 import torch
 
-from ..env import REPO_ROOT
+from ..env import REPO_ROOT, TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
 from .cache import cache_key, default_cache_dir
 from .trt_coverage import _modules_for, _op_name, _registration_name, _tail
 
@@ -49,8 +51,8 @@ _REMOVED_SETTINGS = {
 }
 _INSTALL_HINT = (
     "Install Torch-TensorRT for RTX with `make install TENSORRT=rtx` (the default on a machine without "
-    "a GPU) and use the .venv it creates; on a machine with a CUDA GPU, `make install TENSORRT=full` "
-    "installs enterprise TensorRT instead."
+    f"a GPU) and use the .venv it creates, or point ${TENSORRT_RTX_ENV} at a folder holding it; on a machine "
+    "with a CUDA GPU, `make install TENSORRT=full` installs enterprise TensorRT instead."
 )
 
 
@@ -256,26 +258,37 @@ def _op_summary(ops: Mapping[str, int], limit: int = 4) -> str:
     return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
+def rtx_site() -> Path:
+    """The folder holding Torch-TensorRT for RTX (see `casebook.env.tensorrt_rtx_site`)."""
+    return tensorrt_rtx_site()
+
+
 def installed_distribution() -> str | None:
-    """``"torch-tensorrt-rtx 2.14.0"`` or ``"torch-tensorrt 2.14.0"``: the one installed, or None."""
-    for name in (RTX_DISTRIBUTION, "torch-tensorrt"):
+    """The Torch-TensorRT that builds engines here: ``"torch-tensorrt-rtx 2.14.0"`` from `rtx_site`,
+    or on a machine with a GPU the environment's ``"torch-tensorrt 2.14.0"``; None if there is none."""
+    rtx = tensorrt_rtx_versions().get(RTX_DISTRIBUTION)
+    if rtx is not None:
+        return f"{RTX_DISTRIBUTION} {rtx}"
+    if torch.cuda.is_available():
         try:
-            return f"{name} {importlib.metadata.version(name)}"
+            return f"torch-tensorrt {importlib.metadata.version('torch-tensorrt')}"
         except importlib.metadata.PackageNotFoundError:
-            continue
+            return None
     return None
+
+
+def worker_path() -> list[str]:
+    """What a build worker puts first on its path: `rtx_site` when the build takes Torch-TensorRT for RTX."""
+    distribution = installed_distribution()
+    return [str(rtx_site())] if distribution and distribution.startswith(RTX_DISTRIBUTION + " ") else []
 
 
 def _check_install() -> None:
     distribution = installed_distribution()
-    if distribution is None or importlib.util.find_spec("torch_tensorrt") is None:
+    if distribution is None:
         raise TensorRTForRTXMissingError(
-            f"torch_tensorrt is not installed in this environment. {_INSTALL_HINT}"
-        )
-    if not torch.cuda.is_available() and not distribution.startswith(RTX_DISTRIBUTION + " "):
-        raise TensorRTForRTXMissingError(
-            f"this environment has {distribution}, which builds engines only on a CUDA GPU, and this "
-            f"machine has none. {_INSTALL_HINT}"
+            f"no Torch-TensorRT that builds engines here: Torch-TensorRT for RTX is not in {rtx_site()} "
+            f"and this machine has no CUDA GPU. {_INSTALL_HINT}"
         )
 
 
@@ -399,10 +412,14 @@ def build_engines(
     return build
 
 
-def run_worker(module: str, tmp_dir: Path, timeout_s: float) -> tuple[dict[str, Any], str]:
-    """Run ``python -m module tmp_dir`` with the repository importable; its ``result.json`` and stderr."""
+def run_worker(
+    module: str, tmp_dir: Path, timeout_s: float, path: Sequence[str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """Run ``python -m module tmp_dir`` with ``path`` (default `worker_path`) and the repository first on
+    its path; its ``result.json`` and stderr."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    first = worker_path() if path is None else list(path)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*first, str(REPO_ROOT), env.get("PYTHONPATH")]))
     stderr_path = tmp_dir / "worker.stderr"
     with open(stderr_path, "w") as stderr:  # a file, not a pipe: the build log can be long
         try:

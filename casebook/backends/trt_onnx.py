@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .trt_engine import EngineBuildError, Profile, TensorRTForRTXMissingError, run_worker
+from .trt_engine import EngineBuildError, Profile, TensorRTForRTXMissingError, rtx_site, run_worker
 
 WORKER_MODULE = "casebook.backends._trt_onnx_worker"
 
@@ -98,10 +98,10 @@ def build_from_onnx(
         raise FileNotFoundError(
             f"no ONNX file at {onnx_path}: write one with torch.onnx.export(...).save(path)"
         )
-    if importlib.util.find_spec("tensorrt_rtx") is None:
+    if not (rtx_site() / "tensorrt_rtx").is_dir() and importlib.util.find_spec("tensorrt_rtx") is None:
         raise TensorRTForRTXMissingError(
-            "the tensorrt_rtx module (TensorRT for RTX) is not installed in this environment. Install it "
-            "with `make install TENSORRT=rtx` (the default on a machine without a GPU)."
+            f"the tensorrt_rtx module (TensorRT for RTX) is not in {rtx_site()} nor in this environment. "
+            "Install it with `make install TENSORRT=rtx` (the default on a machine without a GPU)."
         )
     specs = {}
     for name, profile in (profiles or {}).items():
@@ -115,7 +115,7 @@ def build_from_onnx(
         tmp_dir = Path(tmp)
         request = {"onnx": str(onnx_path), "profiles": specs, "engine": str(engine_path)}
         (tmp_dir / "request.json").write_text(json.dumps(request))
-        result, stderr = run_worker(WORKER_MODULE, tmp_dir, timeout_s)
+        result, stderr = run_worker(WORKER_MODULE, tmp_dir, timeout_s, path=[str(rtx_site())])
     if not result["ok"]:
         raise EngineBuildError(
             f"the ONNX build failed: {result['error_type']}: {result['message']}",

@@ -7,17 +7,17 @@ Torch-TensorRT names or counts its blocks then raises instead of drawing a wrong
 them into segments, table rows and a figure.
 
 It also turns ``report.analysis`` into the sentence a page prints about where the numbers came from
-(a real TensorRT on a GPU, TensorRT for RTX without a GPU, or the labelled stand-in used on machines
-with neither).
+(a real TensorRT on a GPU, or the labelled stand-in used on machines without one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._trt_dryrun_worker import REAL_ANALYSIS, RTX_ANALYSIS
 from .partition_figure import Segment, draw_partitions, shorten
 from .trt_coverage import CoverageReport
+
+REAL_ANALYSIS = "tensorrt"
 
 
 def torch_nodes(report: CoverageReport) -> list[str]:
@@ -67,14 +67,6 @@ def describe_analysis(report: CoverageReport) -> str:
             "Torch-TensorRT plans to build; a compile without `dryrun` builds them."
         )
     trt = versions.get("tensorrt", "?").removesuffix("+standin")
-    if report.analysis == RTX_ANALYSIS:
-        return (
-            f"**Dry run, TensorRT for RTX, no GPU.** Torch-TensorRT for RTX {torch_trt} ran this dry run "
-            f"with the real TensorRT for RTX {trt} Python module; only two CUDA queries were stood in. "
-            "The operator support and the partition are Torch-TensorRT's own, computed exactly as a "
-            "real compile would. A dry run stops before building, so whether TensorRT accepts each "
-            "block is what a real build (`casebook.backends.trt_engine`) tells."
-        )
     return (
         "**Analysis only, no GPU.** This machine has no CUDA GPU, so Torch-TensorRT "
         f"{torch_trt} ran its dry run with a labelled stand-in for TensorRT {trt} (no libnvinfer). "

@@ -45,17 +45,8 @@ def package_dir() -> Path:
 
 
 def installed_version() -> str:
-    """The installed Torch-TensorRT distribution's version, from its metadata.
-
-    Either torch-tensorrt or torch-tensorrt-rtx (Torch-TensorRT for RTX): both install the same
-    ``torch_tensorrt`` package, from the same source release.
-    """
-    for distribution in ("torch-tensorrt-rtx", "torch-tensorrt"):
-        try:
-            return importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    raise importlib.metadata.PackageNotFoundError("torch-tensorrt")
+    """The torch-tensorrt distribution's version, from its metadata."""
+    return importlib.metadata.version("torch-tensorrt")
 
 
 def _module_tree(relative_path: str) -> ast.Module:
