@@ -45,3 +45,10 @@ def test_code_must_be_a_non_empty_string(code):
 def test_the_time_limit_must_be_positive():
     with pytest.raises(ValueError, match="timeout_s must be positive, got 0"):
         run_python("print(1)", timeout_s=0)
+
+
+def test_extra_path_folders_come_first(tmp_path):
+    (tmp_path / "only_here.py").write_text("WHERE = 'the extra folder'\n")
+    result = run_python("import only_here\nprint(only_here.WHERE)", pythonpath=[tmp_path])
+    assert result.ok and result.stdout.strip() == "the extra folder"
+    assert "ModuleNotFoundError" in run_python("import only_here").error
