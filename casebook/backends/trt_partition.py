@@ -71,8 +71,8 @@ def describe_analysis(report: CoverageReport) -> str:
         "**Analysis only, no GPU.** This machine has no CUDA GPU, so Torch-TensorRT "
         f"{torch_trt} ran its dry run with a labelled stand-in for TensorRT {trt} (no libnvinfer). "
         "The operator support and the partition are Torch-TensorRT's own, computed exactly as a real "
-        "compile would; **no TensorRT engine was built**, so whether TensorRT accepts each block "
-        "at build time was not tested here."
+        "compile would; **no engine was built in this dry run**, so it does not tell whether "
+        "TensorRT accepts each block at build time (a real build, `casebook.backends.trt_engine`, does)."
     )
 
 
