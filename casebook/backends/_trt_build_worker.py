@@ -31,6 +31,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from casebook.backends._trt_dryrun_worker import _import_callable
+
 # Torch-TensorRT forwards TensorRT's log to this logger (VERBOSE as DEBUG).
 _TRT_LOG = "torch_tensorrt [TensorRT Conversion Context]"
 # TensorRT's engine layer list, printed after a build at VERBOSE with detailed profiling verbosity.
@@ -223,11 +225,7 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         importlib.import_module(name)  # registers custom ops the saved program refers to
     state["phase"] = "pytree_registrations"
     for target in request["pytree_registrations"]:
-        module_name, _, qualname = target.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        obj()
+        _import_callable(target)()
     state["phase"] = "import"
     torch_tensorrt = _import_torch_tensorrt(state)
     state["phase"] = "load"
