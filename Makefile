@@ -40,10 +40,16 @@ INSTALLED := $(VENV)/.installed-$(TENSORRT)-detectron2-$(DETECTRON2)
 
 .PHONY: build book test unit site-check browser serve lint format clean install runner
 
+# Pages execute JOBS at a time (scripts/execute_pages.py) into the cache that Sphinx then reads, so
+# the Sphinx build itself executes nothing. Most export work is single-threaded Python.
+JOBS ?= 2
+
 build: install runner
 	@if [ "$${CI:-}" = "true" ]; then echo "CI=true: executing every notebook afresh"; rm -rf $(JUPYTER_CACHE); fi
 	$(BIN)/python scripts/stale_pages.py
 	@start=$$(date +%s); \
+	$(BIN)/python scripts/execute_pages.py --jobs $(JOBS); \
+	echo "pages executed in $$(( $$(date +%s) - start )) s"; \
 	$(MAKE) --no-print-directory book; \
 	echo "book built in $$(( $$(date +%s) - start )) s: $(BUILD_DIR)/html/index.html"
 

@@ -1,0 +1,100 @@
+"""How long each page took to execute, and which cell took longest: recorded by the build, shown in its report.
+
+``scripts/execute_pages.py`` executes the pages before the Sphinx build and records one `PageRun` per
+page in ``_build/page_times.json``. The build report renders them (`page_times_table`), and the
+build fails when a cell takes more than a third of the cell timeout (`over_budget`): a page that
+creeps towards its timeout fails there first, while there is still room to split or slim it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PAGE_TIMES = REPO_ROOT / "_build" / "page_times.json"
+# A cell may take at most this share of the cell timeout on the machine that ran it.
+CELL_SHARE = 1 / 3
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores"
+
+
+@dataclass
+class PageRun:
+    """One execution of a page: how long it took, where its time went, and how it ended."""
+
+    page: str  # path relative to the book's folder: "case_studies/torchvision_detection_zoo.md"
+    seconds: float
+    cell_seconds: list[float]  # per code cell, in page order
+    error: str | None = None
+    finished: str = field(default_factory=_now)
+    jobs: int = 1  # pages executing at the same time
+    machine: str = field(default_factory=_machine)
+
+    @property
+    def longest_cell(self) -> tuple[int, float]:
+        """(index among the code cells, seconds) of the slowest code cell; (-1, 0.0) without any."""
+        if not self.cell_seconds:
+            return -1, 0.0
+        index = max(range(len(self.cell_seconds)), key=self.cell_seconds.__getitem__)
+        return index, self.cell_seconds[index]
+
+
+def load_page_times(path: Path = PAGE_TIMES) -> dict[str, PageRun]:
+    """The last successful run of every page, by page path (empty before the first build)."""
+    if not path.is_file():
+        return {}
+    return {name: PageRun(**run) for name, run in json.loads(path.read_text()).items()}
+
+
+def save_page_times(times: dict[str, PageRun], path: Path = PAGE_TIMES) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({name: asdict(run) for name, run in times.items()}, indent=1, sort_keys=True) + "\n"
+    )
+
+
+def over_budget(times: dict[str, PageRun], timeout: float) -> list[str]:
+    """A line for each page whose longest cell took more than CELL_SHARE of the cell timeout."""
+    limit = timeout * CELL_SHARE
+    lines = []
+    for name, run in sorted(times.items()):
+        index, seconds = run.longest_cell
+        if seconds > limit:
+            lines.append(
+                f"{name}: code cell {index + 1} took {seconds:.0f} s, more than a third of the "
+                f"{timeout:.0f} s cell timeout ({limit:.0f} s)"
+            )
+    return lines
+
+
+def page_times_table(times: dict[str, PageRun], timeout: float):
+    """One row per page, slowest first: total seconds, the longest cell and its share of the timeout."""
+    import pandas as pd
+
+    rows = []
+    for name, run in times.items():
+        index, seconds = run.longest_cell
+        rows.append(
+            {
+                "page": name,
+                "seconds": round(run.seconds),
+                "longest cell": f"code cell {index + 1}" if index >= 0 else "",
+                "its seconds": round(seconds),
+                "share of the cell timeout": f"{seconds / timeout:.0%}",
+                "pages at once": run.jobs,
+                "finished (UTC)": run.finished,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.sort_values("seconds", ascending=False).reset_index(drop=True) if rows else frame

@@ -1,0 +1,290 @@
+"""Execute the book's pages two at a time, into the cache that Jupyter Book reads.
+
+Jupyter Book (myst-nb in cache mode) executes a page while Sphinx reads it, so pages run one after
+another. Most export work is single-threaded Python, which left one of the CI machine's two cores
+idle. This script runs before the Sphinx build. It does four things:
+
+1. It reads every page of the table of contents exactly as myst-nb does.
+2. It looks each page up in the jupyter-cache (``_build/.jupyter_cache``).
+3. It executes the pages with no cached run, ``--jobs`` at a time, longest first. The order comes
+   from each page's last recorded time, so the long pages do not end up last.
+4. It caches each result the way myst-nb would.
+
+Sphinx then finds every page in the cache and executes nothing. Two details:
+
+- **Cell timings.** Every cell's duration is recorded in ``_build/page_times.json``, which the
+  build report renders.
+- **No cell near its timeout.** If any page's longest cell took more than a third of the cell
+  timeout (``execute.timeout`` in ``_config.yml``), the build fails. A page that creeps towards its
+  timeout fails here first, while there is still room to split or slim it.
+
+The build report (``book/build_report.md``) shows those timings, so it executes last, after every
+other page, and on every build.
+
+Usage: ``python scripts/execute_pages.py [--jobs N] [--dry-run]``. ``make build`` runs it after
+``scripts/stale_pages.py`` and before ``jupyter-book build``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime as dt
+import multiprocessing
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from casebook.build_times import PageRun, load_page_times, over_budget, save_page_times
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Pages whose outputs describe the build itself: executed after all others, on every build.
+RUN_LAST = ("book/build_report",)
+# myst-nb's name for its own reader of MyST-markdown notebooks, recorded with each cached page.
+MYST_NB_READ_FORMAT = {"type": "plugin", "name": "myst_nb_md"}
+
+
+@dataclass
+class Page:
+    docname: str  # as in _toc.yml: "case_studies/torchvision_detection_zoo"
+    path: Path
+    name: str  # the path relative to the book's folder, as page_times.json records it
+
+
+def book_settings(root: Path) -> dict:
+    """The execution settings and MyST extensions of the book's ``_config.yml``."""
+    import yaml
+
+    path = root / "_config.yml"
+    if not path.is_file():
+        raise SystemExit(f"execute_pages: no book configuration at {path}; run from a Jupyter Book folder")
+    config = yaml.safe_load(path.read_text()) or {}
+    execute = config.get("execute", {})
+    return {
+        "timeout": int(execute.get("timeout", 30)),
+        "allow_errors": bool(execute.get("allow_errors", False)),
+        "extensions": list(config.get("parse", {}).get("myst_enable_extensions", [])),
+    }
+
+
+def toc_pages(root: Path) -> list[Page]:
+    """The pages of the book's table of contents that myst-nb treats as notebooks."""
+    from myst_nb.core.read import is_myst_markdown_notebook
+    from sphinx_external_toc.parsing import parse_toc_yaml
+
+    toc = root / "_toc.yml"
+    if not toc.is_file():
+        raise SystemExit(f"execute_pages: no table of contents at {toc}; run from a Jupyter Book folder")
+    pages = []
+    for docname in parse_toc_yaml(toc):
+        for suffix in (".md", ".ipynb"):
+            path = root / f"{docname}{suffix}"
+            if path.is_file():
+                break
+        else:
+            raise SystemExit(
+                f"execute_pages: _toc.yml lists {docname!r}, but neither {docname}.md nor .ipynb exists"
+            )
+        if path.suffix == ".ipynb" or is_myst_markdown_notebook(path.read_text()):
+            pages.append(Page(docname, path, str(path.relative_to(root))))
+    return pages
+
+
+def read_notebook(page: Page, extensions: list[str]):
+    """The page as the notebook myst-nb builds from it (same cells, same metadata, same cache hash)."""
+    import nbformat
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    if page.path.suffix == ".ipynb":
+        return nbformat.read(page.path, as_version=4)
+    config = MdParserConfig(enable_extensions=set(extensions))
+    return read_myst_markdown_notebook(
+        page.path.read_text(), config=config, add_source_map=True, path=page.path
+    )
+
+
+def _cell_seconds(cell) -> float:
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    parse = dt.datetime.fromisoformat
+    return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
+
+
+def execute_notebook(
+    notebook_json: str, cwd: str, timeout: int, allow_errors: bool
+) -> tuple[str, float, list[float], str | None]:
+    """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its error.
+
+    The cells' timing metadata is removed again before returning: the cache identifies a notebook by
+    a hash of its cells, metadata included, and myst-nb looks it up with the metadata it reads.
+    """
+    import nbformat
+    from nbclient import execute
+    from nbclient.exceptions import CellControlSignal, DeadKernelError
+
+    notebook = nbformat.reads(notebook_json, as_version=4)
+    settings = notebook.metadata.get("execution", {})  # a page may set its own, as myst-nb allows
+    start = time.perf_counter()
+    error = None
+    try:
+        execute(
+            notebook,
+            cwd=cwd,
+            timeout=settings.get("timeout", timeout),
+            allow_errors=settings.get("allow_errors", allow_errors),
+            record_timing=True,
+        )
+    except (CellControlSignal, DeadKernelError, TimeoutError) as exc:  # a raising cell, a timeout, a crash
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - start
+    cell_seconds = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell_seconds.append(round(_cell_seconds(cell), 2))
+            cell.metadata.pop("execution", None)
+    return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error
+
+
+def schedule(pending: list[Page], times: dict[str, PageRun]) -> list[Page]:
+    """Longest first by last recorded time (pages never timed count as long); RUN_LAST pages at the end.
+
+    With the longest pages started first, two workers finish close together; a long page started
+    last would run alone at the end.
+    """
+
+    def last_seconds(page: Page) -> float:
+        run = times.get(page.name)
+        return run.seconds if run is not None else float("inf")
+
+    ordinary = sorted((p for p in pending if p.docname not in RUN_LAST), key=last_seconds, reverse=True)
+    return ordinary + [p for p in pending if p.docname in RUN_LAST]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="pages executed at the same time (default 2)")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be executed, execute nothing")
+    parser.add_argument(
+        "--root", type=Path, default=REPO_ROOT, help="the book's folder (default: this checkout)"
+    )
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
+
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    root = args.root.resolve()
+    cache_dir = root / "_build" / ".jupyter_cache"
+    times_path = root / "_build" / "page_times.json"
+    pages = toc_pages(root)
+    settings = book_settings(root)
+    cache = get_cache(cache_dir)
+    times = load_page_times(times_path)
+
+    notebooks, pending = {}, []
+    for page in pages:
+        notebook = read_notebook(page, settings["extensions"])
+        notebooks[page.name] = notebook
+        cached = None
+        try:
+            cached = cache.match_cache_notebook(notebook)
+        except KeyError:  # jupyter-cache's way of saying "no cached run of this notebook"
+            pass
+        if cached is None or page.docname in RUN_LAST:
+            pending.append(page)
+    order = schedule(pending, times)
+    print(
+        f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time", flush=True
+    )
+    if args.dry_run:
+        for page in order:
+            print(f"  {page.name}")
+        return 0
+
+    failures: list[PageRun] = []
+    started = time.perf_counter()
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
+
+        def submit(page: Page) -> concurrent.futures.Future:
+            print(f"  start  {page.name}", flush=True)
+            text = nbformat.writes(notebooks[page.name])
+            return pool.submit(
+                execute_notebook, text, str(page.path.parent), settings["timeout"], settings["allow_errors"]
+            )
+
+        last = [p for p in order if p.docname in RUN_LAST]
+        running = {submit(page): page for page in order if page.docname not in RUN_LAST}
+        while running:
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                page = running.pop(future)
+                executed, seconds, cell_seconds, error = future.result()
+                run = PageRun(page.name, seconds, cell_seconds, error, jobs=args.jobs)
+                index, longest = run.longest_cell
+                elapsed = time.perf_counter() - started
+                if error is None:
+                    record = cache.add_nb_to_project(str(page.path), read_data=MYST_NB_READ_FORMAT)
+                    cache.cache_notebook_bundle(
+                        CacheBundleIn(
+                            nbformat.reads(executed, as_version=4),
+                            record.uri,
+                            data={"execution_seconds": seconds},
+                        ),
+                        check_validity=False,
+                        overwrite=True,
+                    )
+                    times[page.name] = run
+                    save_page_times(times, times_path)
+                    if page.docname in RUN_LAST:
+                        page.path.touch()  # Sphinx re-reads a page only when its source is newer
+                    print(
+                        f"  done   {page.name}: {seconds:.0f} s (longest: code cell {index + 1}, {longest:.0f} s)"
+                        f"  [{elapsed / 60:.1f} min elapsed]",
+                        flush=True,
+                    )
+                else:
+                    failures.append(run)
+                    print(
+                        f"  FAILED {page.name} after {seconds:.0f} s  [{elapsed / 60:.1f} min elapsed]",
+                        flush=True,
+                    )
+            if not running and last and not failures:
+                # The build report reads page_times.json: it runs once every other page is done.
+                running = {submit(page): page for page in last}
+                last = []
+
+    for run in failures:
+        print(f"\nexecute_pages: {run.page} raised:\n{run.error}", file=sys.stderr)
+    slow = over_budget({name: run for name, run in times.items() if name in notebooks}, settings["timeout"])
+    if slow:
+        print(
+            "\nexecute_pages: cells too close to their timeout on this machine:\n  "
+            + "\n  ".join(slow)
+            + "\n"
+            "Split or slim those cells so that each stays under a third of the timeout; their outputs "
+            "are cached, and this check fails until they are executed again under the limit.",
+            file=sys.stderr,
+        )
+    if failures:
+        names = ", ".join(run.page for run in failures)
+        print(
+            f"\nexecute_pages: {len(failures)} page(s) failed: {names}. Fix them and run `make build` "
+            "again: the pages that succeeded are cached and are not executed again.",
+            file=sys.stderr,
+        )
+    print(
+        f"execute_pages: executed {len(order)} pages in {(time.perf_counter() - started) / 60:.1f} min",
+        flush=True,
+    )
+    return 1 if failures or slow else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""scripts/execute_pages.py: pages execute in parallel into the cache that Sphinx reads, and the build
+fails on a raising cell or a cell too close to its timeout; casebook.build_times records the runs."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from booklayout import REPO_ROOT
+from casebook.build_times import PageRun, load_page_times, over_budget, page_times_table, save_page_times
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import execute_pages  # noqa: E402
+
+HEADER = textwrap.dedent(
+    """\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+        format_version: 0.13
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+
+    # {title}
+
+    """
+)
+
+
+def _cell(source: str, tags: str = "") -> str:
+    return f"```{{code-cell}} ipython3\n{tags}{source}\n```\n\n"
+
+
+def _fixture_book(tmp_path: Path, pages: dict[str, str], timeout: int | None = None) -> Path:
+    book = tmp_path / "book"
+    (book / "book").mkdir(parents=True)
+    config = (REPO_ROOT / "_config.yml").read_text()
+    if timeout is not None:
+        config = config.replace("timeout: 900", f"timeout: {timeout}")
+    (book / "_config.yml").write_text(config)
+    shutil.copy(REPO_ROOT / "book" / "references.bib", book / "book" / "references.bib")
+    shutil.copytree(REPO_ROOT / "_static", book / "_static")
+    names = list(pages)
+    chapters = "".join(f"  - file: {name}\n" for name in names[1:])
+    (book / "_toc.yml").write_text(
+        f"format: jb-book\nroot: {names[0]}\n" + (f"chapters:\n{chapters}" if chapters else "")
+    )
+    for name, cells in pages.items():
+        (book / f"{name}.md").write_text(HEADER.format(title=name) + cells)
+    return book
+
+
+def _execute(book: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "execute_pages.py"), "--root", str(book), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_sphinx_reads_every_page_from_the_cache_and_executes_none(tmp_path):
+    book = _fixture_book(
+        tmp_path,
+        {
+            "first": _cell("x = 6 * 7\nprint('answer', x)")
+            + _cell("import time\ntime.sleep(0.3)", ":tags: [hide-cell]\n\n"),
+            "second": _cell("print('second page ran')"),
+        },
+    )
+    executed = _execute(book, "--jobs", "2")
+    assert executed.returncode == 0, executed.stdout + executed.stderr
+    assert "2 of 2 pages to execute, 2 at a time" in executed.stdout
+    times = load_page_times(book / "_build" / "page_times.json")
+    assert set(times) == {"first.md", "second.md"}
+    assert times["first.md"].longest_cell[0] == 1 and times["first.md"].cell_seconds[1] >= 0.3
+
+    built = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), "book", f"BOOK={book}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    log = built.stdout + built.stderr
+    assert built.returncode == 0, log[-3000:]
+    assert log.count("Using cached notebook") == 2, log[-3000:]
+    assert "Executing notebook" not in log, "Sphinx executed a page the script had already executed"
+    assert "answer 42" in (book / "_build" / "html" / "first.html").read_text()
+
+    again = _execute(book)
+    assert "0 of 2 pages to execute" in again.stdout, again.stdout
+
+
+@pytest.mark.slow
+def test_a_raising_page_fails_and_the_others_stay_cached(tmp_path):
+    book = _fixture_book(
+        tmp_path,
+        {"good": _cell("print('fine')"), "bad": _cell("raise ValueError('planted failure 5179')")},
+    )
+    result = _execute(book)
+    assert result.returncode == 1
+    assert "planted failure 5179" in result.stderr
+    assert "1 page(s) failed: bad.md" in result.stderr
+    assert "0 of 2" not in _execute(book, "--dry-run").stdout
+    assert "1 of 2 pages to execute" in _execute(book, "--dry-run").stdout  # only the failed page again
+
+
+@pytest.mark.slow
+def test_a_cell_over_a_third_of_its_timeout_fails_the_build(tmp_path):
+    book = _fixture_book(tmp_path, {"slow": _cell("import time\ntime.sleep(1.5)")}, timeout=3)
+    result = _execute(book)
+    assert result.returncode == 1
+    assert "slow.md: code cell 1 took 2 s, more than a third of the 3 s cell timeout (1 s)" in result.stderr
+    assert "Split or slim" in result.stderr
+
+
+def test_bad_arguments_are_named(tmp_path):
+    result = _execute(tmp_path, "--jobs", "0")
+    assert result.returncode == 2 and "--jobs must be at least 1, not 0" in result.stderr
+    result = _execute(tmp_path)
+    assert result.returncode != 0 and f"no table of contents at {tmp_path / '_toc.yml'}" in result.stderr
+
+
+def test_a_toc_entry_without_a_file_is_named(tmp_path):
+    (tmp_path / "_config.yml").write_text("execute:\n  timeout: 10\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: missing_page\n")
+    result = _execute(tmp_path)
+    assert result.returncode != 0 and "_toc.yml lists 'missing_page'" in result.stderr
+
+
+def _page(name: str, seconds: float) -> execute_pages.Page:
+    return execute_pages.Page(name, Path(f"/book/{name}.md"), f"{name}.md")
+
+
+def test_longest_recorded_pages_start_first_and_the_build_report_last():
+    times = {"a.md": PageRun("a.md", 10, [10]), "b.md": PageRun("b.md", 300, [300])}
+    pending = [_page("book/build_report", 5), _page("a", 10), _page("new", 0), _page("b", 300)]
+    order = [page.docname for page in execute_pages.schedule(pending, times)]
+    assert order == ["new", "b", "a", "book/build_report"]  # never timed counts as long
+
+
+def test_the_longest_cell_and_the_budget():
+    run = PageRun("p.md", 400, [1.0, 310.0, 20.0])
+    assert run.longest_cell == (1, 310.0)
+    assert PageRun("empty.md", 0, []).longest_cell == (-1, 0.0)
+    assert over_budget({"p.md": run}, timeout=900) == [
+        "p.md: code cell 2 took 310 s, more than a third of the 900 s cell timeout (300 s)"
+    ]
+    assert over_budget({"p.md": run}, timeout=1200) == []
+
+
+def test_page_times_round_trip_and_table(tmp_path):
+    path = tmp_path / "page_times.json"
+    assert load_page_times(path) == {}
+    times = {"a.md": PageRun("a.md", 12.5, [2, 10.5], jobs=2), "b.md": PageRun("b.md", 99, [99])}
+    save_page_times(times, path)
+    assert load_page_times(path) == times
+    table = page_times_table(times, timeout=900)
+    assert list(table["page"]) == ["b.md", "a.md"]
+    assert table.loc[1, "longest cell"] == "code cell 2" and table.loc[1, "share of the cell timeout"] == "1%"
