@@ -98,3 +98,40 @@ def page_times_table(times: dict[str, PageRun], timeout: float):
         )
     frame = pd.DataFrame(rows)
     return frame.sort_values("seconds", ascending=False).reset_index(drop=True) if rows else frame
+
+
+# Fresh-clone CI runs, recorded by hand after each one (the machine that runs CI keeps nothing).
+RECORDED_RUNS = REPO_ROOT / "book" / "build_runs.json"
+
+
+def recorded_runs(path: Path = RECORDED_RUNS) -> list[dict]:
+    """The recorded fresh-clone CI runs, oldest first."""
+    return json.loads(path.read_text())["runs"]
+
+
+def runs_table(runs: list[dict]):
+    """One row per recorded run: the minutes of each step, the total, and how it ended."""
+    import pandas as pd
+
+    columns = [
+        "date",
+        "change",
+        "pages at once",
+        "install and lint (min)",
+        "unit tests (min)",
+        "notebooks and site (min)",
+        "site checks (min)",
+        "total (min)",
+        "outcome",
+    ]
+    return pd.DataFrame([{column: run.get(column) for column in columns} for run in runs]).fillna("")
+
+
+def prior_page_seconds(path: Path = RECORDED_RUNS) -> dict[str, float]:
+    """Each page's seconds in the latest recorded run that timed pages (empty when none did)."""
+    if not path.is_file():
+        return {}
+    for run in reversed(recorded_runs(path)):
+        if run.get("page seconds"):
+            return dict(run["page seconds"])
+    return {}

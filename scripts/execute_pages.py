@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from casebook.build_times import PageRun, load_page_times, over_budget, save_page_times
+from casebook.build_times import PageRun, load_page_times, over_budget, prior_page_seconds, save_page_times
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Pages whose outputs describe the build itself: executed after all others, on every build.
@@ -68,9 +68,15 @@ def book_settings(root: Path) -> dict:
     }
 
 
+def is_notebook(path: Path) -> bool:
+    """Whether myst-nb executes this page: a notebook, or MyST markdown with notebook front matter."""
+    from myst_nb.core.read import is_myst_markdown_notebook
+
+    return path.suffix == ".ipynb" or (path.is_file() and is_myst_markdown_notebook(path.read_text()))
+
+
 def toc_pages(root: Path) -> list[Page]:
     """The pages of the book's table of contents that myst-nb treats as notebooks."""
-    from myst_nb.core.read import is_myst_markdown_notebook
     from sphinx_external_toc.parsing import parse_toc_yaml
 
     toc = root / "_toc.yml"
@@ -86,7 +92,7 @@ def toc_pages(root: Path) -> list[Page]:
             raise SystemExit(
                 f"execute_pages: _toc.yml lists {docname!r}, but neither {docname}.md nor .ipynb exists"
             )
-        if path.suffix == ".ipynb" or is_myst_markdown_notebook(path.read_text()):
+        if is_notebook(path):
             pages.append(Page(docname, path, str(path.relative_to(root))))
     return pages
 
@@ -149,16 +155,21 @@ def execute_notebook(
     return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error
 
 
-def schedule(pending: list[Page], times: dict[str, PageRun]) -> list[Page]:
-    """Longest first by last recorded time (pages never timed count as long); RUN_LAST pages at the end.
+def schedule(
+    pending: list[Page], times: dict[str, PageRun], priors: dict[str, float] | None = None
+) -> list[Page]:
+    """Longest first, RUN_LAST pages at the end.
 
-    With the longest pages started first, two workers finish close together; a long page started
-    last would run alone at the end.
+    A page's length is its last time in ``_build/page_times.json``, else its time in the latest
+    recorded CI run (`priors`, for a fresh clone), else unknown, which counts as long. With the
+    longest pages started first, two workers finish close together; a long page started last would
+    run alone at the end.
     """
+    priors = priors or {}
 
     def last_seconds(page: Page) -> float:
         run = times.get(page.name)
-        return run.seconds if run is not None else float("inf")
+        return run.seconds if run is not None else priors.get(page.name, float("inf"))
 
     ordinary = sorted((p for p in pending if p.docname not in RUN_LAST), key=last_seconds, reverse=True)
     return ordinary + [p for p in pending if p.docname in RUN_LAST]
@@ -198,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
         if cached is None or page.docname in RUN_LAST:
             pending.append(page)
-    order = schedule(pending, times)
+    order = schedule(pending, times, prior_page_seconds(root / "book" / "build_runs.json"))
     print(
         f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time", flush=True
     )

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from booklayout import REPO_ROOT
-from casebook.build_times import PageRun, load_page_times, over_budget, page_times_table, save_page_times
+from casebook.build_times import (
+    PageRun,
+    load_page_times,
+    over_budget,
+    page_times_table,
+    prior_page_seconds,
+    recorded_runs,
+    runs_table,
+    save_page_times,
+)
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import execute_pages  # noqa: E402
@@ -167,3 +176,26 @@ def test_page_times_round_trip_and_table(tmp_path):
     table = page_times_table(times, timeout=900)
     assert list(table["page"]) == ["b.md", "a.md"]
     assert table.loc[1, "longest cell"] == "code cell 2" and table.loc[1, "share of the cell timeout"] == "1%"
+
+
+def test_a_fresh_clone_orders_pages_by_the_latest_recorded_run():
+    priors = {"a.md": 50.0, "b.md": 500.0}
+    order = execute_pages.schedule([_page("a", 0), _page("b", 0), _page("c", 0)], {}, priors)
+    assert [page.docname for page in order] == ["c", "b", "a"]
+    # This build's own times win over the recorded run.
+    order = execute_pages.schedule(
+        [_page("a", 0), _page("b", 0)], {"a.md": PageRun("a.md", 900, [900])}, priors
+    )
+    assert [page.docname for page in order] == ["a", "b"]
+
+
+def test_the_recorded_runs_have_page_times_for_every_page_of_the_book():
+    from booklayout import toc_pages
+
+    runs = recorded_runs()
+    assert runs and all({"date", "change", "outcome", "total (min)"} <= set(run) for run in runs)
+    priors = prior_page_seconds()
+    executed = {f"{page}.md" for page in toc_pages() if execute_pages.is_notebook(REPO_ROOT / f"{page}.md")}
+    assert executed - set(priors) <= {"book/build_report.md"}, "pages missing from the latest recorded run"
+    table = runs_table(runs)
+    assert len(table) == len(runs) and "total (min)" in table.columns
