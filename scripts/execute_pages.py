@@ -224,15 +224,22 @@ def main(argv: list[str] | None = None) -> int:
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
 
         def submit(page: Page) -> concurrent.futures.Future:
-            print(f"  start  {page.name}", flush=True)
+            print(
+                f"  start  {page.name}  [{(time.perf_counter() - started) / 60:.1f} min elapsed]", flush=True
+            )
             text = nbformat.writes(notebooks[page.name])
             return pool.submit(
                 execute_notebook, text, str(page.path.parent), settings["timeout"], settings["allow_errors"]
             )
 
+        # Submitted one by one as workers free up, so that "start" is when a page really starts.
+        queue = [p for p in order if p.docname not in RUN_LAST]
         last = [p for p in order if p.docname in RUN_LAST]
-        running = {submit(page): page for page in order if page.docname not in RUN_LAST}
-        while running:
+        running = {}
+        while queue or running:
+            while queue and len(running) < args.jobs:
+                page = queue.pop(0)
+                running[submit(page)] = page
             done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
                 page = running.pop(future)
@@ -266,10 +273,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"  FAILED {page.name} after {seconds:.0f} s  [{elapsed / 60:.1f} min elapsed]",
                         flush=True,
                     )
-            if not running and last and not failures:
+            if not queue and not running and last and not failures:
                 # The build report reads page_times.json: it runs once every other page is done.
-                running = {submit(page): page for page in last}
-                last = []
+                queue, last = last, []
 
     for run in failures:
         print(f"\nexecute_pages: {run.page} raised:\n{run.error}", file=sys.stderr)
