@@ -13,16 +13,21 @@ synchronized; on CPU, ``time.perf_counter`` is used.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from casebook.env import REPO_ROOT
 from casebook.inputs import as_args, first_device
 
 MIN_RUNS = 20
@@ -30,6 +35,28 @@ SPREAD_PERCENTILES = (10, 90)  # the spread of per-round speed-ups that a verdic
 BUSY_RATIO = 1.5  # a median this many times its own minimum: other jobs shared the machine
 FASTER, SLOWER, UNCLEAR = "faster", "slower", "no clear difference on this machine"
 _clock = time.perf_counter  # module attribute so tests can substitute a fake clock
+# `make build` executes two pages at a time. Timed rounds hold this file lock, so two pages never
+# time at once (the rest of a neighbour's work can still run beside them: see BUSY_RATIO).
+TIMING_LOCK_ENV = "CASEBOOK_TIMING_LOCK"
+
+
+def timing_lock_path() -> Path:
+    """The lock file timed rounds hold: $CASEBOOK_TIMING_LOCK, else _build/.timing.lock in the checkout."""
+    return Path(os.environ.get(TIMING_LOCK_ENV) or REPO_ROOT / "_build" / ".timing.lock")
+
+
+@contextlib.contextmanager
+def exclusive_timing() -> Iterator[list[float]]:
+    """Hold the timing lock for the block; yields a one-item list: the seconds spent waiting for it."""
+    path = timing_lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        start = _clock()
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield [_clock() - start]
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -348,10 +375,13 @@ def _time_rounds(
         for name in names:
             for _ in range(warmup):
                 candidates[name](*args)
-        for round_ in range(runs):
-            first = round_ % len(names)
-            for name in names[first:] + names[:first]:
-                samples[name].append(time_one(candidates[name], args))
+        with exclusive_timing() as waited:
+            if waited[0] >= 1:
+                print(f"[timing] waited {waited[0]:.0f} s for another page's timed rounds", flush=True)
+            for round_ in range(runs):
+                first = round_ % len(names)
+                for name in names[first:] + names[:first]:
+                    samples[name].append(time_one(candidates[name], args))
     return {name: tuple(s) for name, s in samples.items()}
 
 

@@ -204,3 +204,39 @@ def test_bad_input_is_refused_with_what_to_do():
         result.speedup("aoti")
     with pytest.raises(ValueError, match=r"'eager' is the baseline.*\['other'\]"):
         result.headline("eager")
+
+
+def test_timed_rounds_wait_for_another_process_holding_the_timing_lock(monkeypatch, tmp_path, capsys):
+    # `make build` executes two pages at a time; their timed rounds must not overlap.
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    lock = tmp_path / "timing.lock"
+    monkeypatch.setenv(bench.TIMING_LOCK_ENV, str(lock))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import fcntl, sys, time
+                with open({str(lock)!r}, "a") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    print("locked", flush=True)
+                    time.sleep(1.5)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    start = time.perf_counter()
+    bench.benchmark(lambda: None, (), warmup=0)
+    waited = time.perf_counter() - start
+    holder.wait(timeout=30)
+    assert waited >= 1.0, "the timed rounds did not wait for the lock"
+    assert "for another page's timed rounds" in capsys.readouterr().out
+    assert bench.timing_lock_path() == lock
