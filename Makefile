@@ -90,11 +90,12 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) requirements-trt-
 # The unit tests run in TEST_WORKERS processes (pytest-xdist), file by file, so a module's fixture
 # (an exported model, say) is built once; TEST_WORKERS=0 runs them in this process. The site checks
 # stay in one process: Chromium already uses both cores (two workers took 287 s against 235 s).
+# The fifteen slowest tests are listed at the end, to show where the time goes.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 unit: install runner
-	$(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile)
+	$(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile) --durations=15
 
 site-check: install browser
 	$(if $(CHROMIUM),CHROMIUM=$(CHROMIUM)) $(BIN)/python -m pytest tests/site
