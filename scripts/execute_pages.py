@@ -243,7 +243,14 @@ def main(argv: list[str] | None = None) -> int:
             done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
                 page = running.pop(future)
-                executed, seconds, cell_seconds, error = future.result()
+                try:
+                    executed, seconds, cell_seconds, error = future.result()
+                except concurrent.futures.process.BrokenProcessPool as exc:
+                    # The worker itself died (killed for memory, say): no page after it can run.
+                    raise SystemExit(
+                        f"execute_pages: the process executing {page.name} died ({exc}); the pages "
+                        "finished so far are cached. Check the machine's memory and run `make build` again."
+                    ) from exc
                 run = PageRun(page.name, seconds, cell_seconds, error, jobs=args.jobs)
                 index, longest = run.longest_cell
                 elapsed = time.perf_counter() - started

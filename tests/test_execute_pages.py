@@ -124,6 +124,17 @@ def test_a_raising_page_fails_and_the_others_stay_cached(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_worker_that_dies_is_named_and_what_finished_stays_cached(tmp_path):
+    # The kernel's parent is the worker process: killing it stands for the worker killed for memory.
+    killer = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
+    book = _fixture_book(tmp_path, {"dies": _cell(killer)})
+    result = _execute(book)
+    assert result.returncode == 1
+    assert "the process executing dies.md died" in result.stderr
+    assert "Check the machine's memory" in result.stderr
+
+
+@pytest.mark.slow
 def test_a_cell_over_a_third_of_its_timeout_fails_the_build(tmp_path):
     book = _fixture_book(tmp_path, {"slow": _cell("import time\ntime.sleep(1.5)")}, timeout=3)
     result = _execute(book)
