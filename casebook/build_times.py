@@ -39,6 +39,7 @@ class PageRun:
     error: str | None = None
     finished: str = field(default_factory=_now)
     jobs: int = 1  # pages executing at the same time
+    timeout: float = 900  # the cell timeout it ran under: the book's, or the page's own
     machine: str = field(default_factory=_machine)
 
     @property
@@ -64,21 +65,21 @@ def save_page_times(times: dict[str, PageRun], path: Path = PAGE_TIMES) -> None:
     )
 
 
-def over_budget(times: dict[str, PageRun], timeout: float) -> list[str]:
-    """A line for each page whose longest cell took more than CELL_SHARE of the cell timeout."""
-    limit = timeout * CELL_SHARE
+def over_budget(times: dict[str, PageRun]) -> list[str]:
+    """A line for each page whose longest cell took more than CELL_SHARE of its cell timeout."""
     lines = []
     for name, run in sorted(times.items()):
         index, seconds = run.longest_cell
+        limit = run.timeout * CELL_SHARE
         if seconds > limit:
             lines.append(
                 f"{name}: code cell {index + 1} took {seconds:.0f} s, more than a third of the "
-                f"{timeout:.0f} s cell timeout ({limit:.0f} s)"
+                f"{run.timeout:.0f} s cell timeout ({limit:.0f} s)"
             )
     return lines
 
 
-def page_times_table(times: dict[str, PageRun], timeout: float):
+def page_times_table(times: dict[str, PageRun]):
     """One row per page, slowest first: total seconds, the longest cell and its share of the timeout."""
     import pandas as pd
 
@@ -91,7 +92,8 @@ def page_times_table(times: dict[str, PageRun], timeout: float):
                 "seconds": round(run.seconds),
                 "longest cell": f"code cell {index + 1}" if index >= 0 else "",
                 "its seconds": round(seconds),
-                "share of the cell timeout": f"{seconds / timeout:.0%}",
+                "cell timeout (s)": round(run.timeout),
+                "share of the timeout": f"{seconds / run.timeout:.0%}",
                 "pages at once": run.jobs,
                 "finished (UTC)": run.finished,
             }

@@ -14,8 +14,9 @@ Sphinx then finds every page in the cache and executes nothing. Two details:
 
 - **Cell timings.** Every cell's duration is recorded in ``_build/page_times.json``, which the
   build report renders.
-- **No cell near its timeout.** If any page's longest cell took more than a third of the cell
-  timeout (``execute.timeout`` in ``_config.yml``), the build fails. A page that creeps towards its
+- **No cell near its timeout.** If any page's longest cell took more than a third of its cell
+  timeout, the build fails. The timeout is ``execute.timeout`` in ``_config.yml``, unless the page
+  sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
   timeout fails here first, while there is still room to split or slim it.
 
 The build report (``book/build_report.md``) shows those timings, so it executes last, after every
@@ -122,7 +123,7 @@ def _cell_seconds(cell) -> float:
 
 def execute_notebook(
     notebook_json: str, cwd: str, timeout: int, allow_errors: bool
-) -> tuple[str, float, list[float], str | None]:
+) -> tuple[str, float, list[float], str | None, float]:
     """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its error.
 
     The cells' timing metadata is removed again before returning: the cache identifies a notebook by
@@ -134,13 +135,14 @@ def execute_notebook(
 
     notebook = nbformat.reads(notebook_json, as_version=4)
     settings = notebook.metadata.get("execution", {})  # a page may set its own, as myst-nb allows
+    timeout = settings.get("timeout", timeout)
     start = time.perf_counter()
     error = None
     try:
         execute(
             notebook,
             cwd=cwd,
-            timeout=settings.get("timeout", timeout),
+            timeout=timeout,
             allow_errors=settings.get("allow_errors", allow_errors),
             record_timing=True,
         )
@@ -152,7 +154,7 @@ def execute_notebook(
         if cell.cell_type == "code":
             cell_seconds.append(round(_cell_seconds(cell), 2))
             cell.metadata.pop("execution", None)
-    return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error
+    return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error, timeout
 
 
 def schedule(
@@ -244,14 +246,14 @@ def main(argv: list[str] | None = None) -> int:
             for future in done:
                 page = running.pop(future)
                 try:
-                    executed, seconds, cell_seconds, error = future.result()
+                    executed, seconds, cell_seconds, error, timeout = future.result()
                 except concurrent.futures.process.BrokenProcessPool as exc:
                     # The worker itself died (killed for memory, say): no page after it can run.
                     raise SystemExit(
                         f"execute_pages: the process executing {page.name} died ({exc}); the pages "
                         "finished so far are cached. Check the machine's memory and run `make build` again."
                     ) from exc
-                run = PageRun(page.name, seconds, cell_seconds, error, jobs=args.jobs)
+                run = PageRun(page.name, seconds, cell_seconds, error, jobs=args.jobs, timeout=timeout)
                 index, longest = run.longest_cell
                 elapsed = time.perf_counter() - started
                 if error is None:
@@ -286,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for run in failures:
         print(f"\nexecute_pages: {run.page} raised:\n{run.error}", file=sys.stderr)
-    slow = over_budget({name: run for name, run in times.items() if name in notebooks}, settings["timeout"])
+    slow = over_budget({name: run for name, run in times.items() if name in notebooks})
     if slow:
         print(
             "\nexecute_pages: cells too close to their timeout on this machine:\n  "

@@ -143,6 +143,16 @@ def test_a_cell_over_a_third_of_its_timeout_fails_the_build(tmp_path):
     assert "Split or slim" in result.stderr
 
 
+@pytest.mark.slow
+def test_a_page_may_set_its_own_cell_timeout(tmp_path):
+    book = _fixture_book(tmp_path, {"slow": _cell("import time\ntime.sleep(1.5)")}, timeout=3)
+    page = book / "slow.md"
+    page.write_text(page.read_text().replace("kernelspec:", "execution:\n  timeout: 30\nkernelspec:", 1))
+    result = _execute(book)
+    assert result.returncode == 0, result.stderr
+    assert load_page_times(book / "_build" / "page_times.json")["slow.md"].timeout == 30
+
+
 def test_bad_arguments_are_named(tmp_path):
     result = _execute(tmp_path, "--jobs", "0")
     assert result.returncode == 2 and "--jobs must be at least 1, not 0" in result.stderr
@@ -172,10 +182,11 @@ def test_the_longest_cell_and_the_budget():
     run = PageRun("p.md", 400, [1.0, 310.0, 20.0])
     assert run.longest_cell == (1, 310.0)
     assert PageRun("empty.md", 0, []).longest_cell == (-1, 0.0)
-    assert over_budget({"p.md": run}, timeout=900) == [
+    assert over_budget({"p.md": run}) == [
         "p.md: code cell 2 took 310 s, more than a third of the 900 s cell timeout (300 s)"
     ]
-    assert over_budget({"p.md": run}, timeout=1200) == []
+    run.timeout = 1200
+    assert over_budget({"p.md": run}) == []
 
 
 def test_page_times_round_trip_and_table(tmp_path):
@@ -184,9 +195,9 @@ def test_page_times_round_trip_and_table(tmp_path):
     times = {"a.md": PageRun("a.md", 12.5, [2, 10.5], jobs=2), "b.md": PageRun("b.md", 99, [99])}
     save_page_times(times, path)
     assert load_page_times(path) == times
-    table = page_times_table(times, timeout=900)
+    table = page_times_table(times)
     assert list(table["page"]) == ["b.md", "a.md"]
-    assert table.loc[1, "longest cell"] == "code cell 2" and table.loc[1, "share of the cell timeout"] == "1%"
+    assert table.loc[1, "longest cell"] == "code cell 2" and table.loc[1, "share of the timeout"] == "1%"
 
 
 def test_a_fresh_clone_orders_pages_by_the_latest_recorded_run():
