@@ -151,6 +151,14 @@ def test_a_page_may_set_its_own_cell_timeout(tmp_path):
     result = _execute(book)
     assert result.returncode == 0, result.stderr
     assert load_page_times(book / "_build" / "page_times.json")["slow.md"].timeout == 30
+    built = subprocess.run(  # Sphinx accepts the key (-W) and reads the page from the cache
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), "book", f"BOOK={book}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+    assert "Executing notebook" not in built.stdout + built.stderr
 
 
 def test_bad_arguments_are_named(tmp_path):

@@ -12,4 +12,7 @@ def test_notebooks_are_committed_as_text_without_outputs():
         source = page_source(page)
         text = source.read_text(encoding="utf-8")
         if "```{code-cell}" in text:
-            assert re.match(r"---\njupytext:", text), f"{source} lacks the jupytext front matter"
+            front_matter = text.split("\n---\n", 1)[0]
+            assert text.startswith("---\n") and re.search(r"^jupytext:", front_matter, re.M), (
+                f"{source} lacks the jupytext front matter"
+            )
