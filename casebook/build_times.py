@@ -126,7 +126,8 @@ def runs_table(runs: list[dict]):
         "total (min)",
         "outcome",
     ]
-    return pd.DataFrame([{column: run.get(column) for column in columns} for run in runs]).fillna("")
+    frame = pd.DataFrame([{column: run.get(column) for column in columns} for run in runs], dtype=object)
+    return frame.where(frame.notna(), "")  # a step not timed in a run shows as an empty cell
 
 
 def prior_page_seconds(path: Path = RECORDED_RUNS) -> dict[str, float]:

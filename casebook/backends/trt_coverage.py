@@ -47,6 +47,10 @@ from torch.utils import _pytree as pytree
 from ..env import REPO_ROOT
 
 WORKER_MODULE = "casebook.backends._trt_dryrun_worker"
+# A guard against a hung worker, not a performance goal. The book executes two pages at a time, and
+# the detection zoo's fourteen-program dry run took over 600 s beside another page on the 2-core
+# CI machine (2026-11-25), so the guard allows half an hour.
+DRY_RUN_TIMEOUT_S = 1800
 # Op namespaces whose Python package must be imported before `torch.export.load` can resolve them.
 _NAMESPACE_MODULES = {"torchvision": "torchvision"}
 _DEFAULTS: dict[str, Any] = {"min_block_size": 5, "torch_executed_ops": (), "require_full_compilation": False}
@@ -275,7 +279,7 @@ def coverage_report(
     min_block_size: int = 5,
     torch_executed_ops: Collection[Any] = (),
     require_full_compilation: bool = False,
-    timeout_s: float = 600,
+    timeout_s: float = DRY_RUN_TIMEOUT_S,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
     before_load: Sequence[str | Callable[[], Any]] = (),
@@ -319,7 +323,7 @@ def coverage_reports(
     example_inputs: Sequence[Any] | torch.Tensor,
     variants: Sequence[Mapping[str, Any]],
     *,
-    timeout_s: float = 600,
+    timeout_s: float = DRY_RUN_TIMEOUT_S,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
     before_load: Sequence[str | Callable[[], Any]] = (),
@@ -349,7 +353,7 @@ def coverage_reports_by_program(
     min_block_size: int = 5,
     torch_executed_ops: Collection[Any] = (),
     require_full_compilation: bool = False,
-    timeout_s: float = 600,
+    timeout_s: float = DRY_RUN_TIMEOUT_S,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
     before_load: Sequence[str | Callable[[], Any]] = (),
@@ -382,7 +386,7 @@ def start_coverage_reports_by_program(
     min_block_size: int = 5,
     torch_executed_ops: Collection[Any] = (),
     require_full_compilation: bool = False,
-    timeout_s: float = 600,
+    timeout_s: float = DRY_RUN_TIMEOUT_S,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
     before_load: Sequence[str | Callable[[], Any]] = (),
