@@ -4,10 +4,10 @@ fails on a raising cell or a cell too close to its timeout; casebook.build_times
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from test_build_config import NOTEBOOK_HEADER
 
 from booklayout import REPO_ROOT
 from casebook.build_times import (
@@ -24,24 +24,8 @@ from casebook.build_times import (
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import execute_pages  # noqa: E402
 
-HEADER = textwrap.dedent(
-    """\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-        format_version: 0.13
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
-    # {title}
-
-    """
-)
+# A fixture page starts as test_build_config's does: jupytext front matter, then its title.
+HEADER = NOTEBOOK_HEADER.replace("# Fixture page", "# {title}")
 
 
 def _cell(source: str, tags: str = "") -> str:
@@ -65,6 +49,16 @@ def _fixture_book(tmp_path: Path, pages: dict[str, str], timeout: int | None = N
     for name, cells in pages.items():
         (book / f"{name}.md").write_text(HEADER.format(title=name) + cells)
     return book
+
+
+def _sphinx_build(book: Path) -> subprocess.CompletedProcess:
+    """The Makefile's bare Jupyter Book call (`make book`) on a fixture book."""
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), "book", f"BOOK={book}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _execute(book: Path, *args: str) -> subprocess.CompletedProcess:
@@ -93,12 +87,7 @@ def test_sphinx_reads_every_page_from_the_cache_and_executes_none(tmp_path):
     assert set(times) == {"first.md", "second.md"}
     assert times["first.md"].longest_cell[0] == 1 and times["first.md"].cell_seconds[1] >= 0.3
 
-    built = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(REPO_ROOT), "book", f"BOOK={book}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    built = _sphinx_build(book)
     log = built.stdout + built.stderr
     assert built.returncode == 0, log[-3000:]
     assert log.count("Using cached notebook") == 2, log[-3000:]
@@ -151,12 +140,7 @@ def test_a_page_may_set_its_own_cell_timeout(tmp_path):
     result = _execute(book)
     assert result.returncode == 0, result.stderr
     assert load_page_times(book / "_build" / "page_times.json")["slow.md"].timeout == 30
-    built = subprocess.run(  # Sphinx accepts the key (-W) and reads the page from the cache
-        ["make", "--no-print-directory", "-C", str(REPO_ROOT), "book", f"BOOK={book}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    built = _sphinx_build(book)  # Sphinx accepts the key (-W) and reads the page from the cache
     assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
     assert "Executing notebook" not in built.stdout + built.stderr
 
