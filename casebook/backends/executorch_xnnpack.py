@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import io
 import logging
 import operator
@@ -23,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -44,15 +46,28 @@ def _quiet(*logger_names: str, level: int = logging.ERROR) -> Iterator[None]:
             logger.setLevel(level)
 
 
-# Importing executorch registers an Enum as a pytree constant, which torch 2.14 warns about once.
-with _quiet("torch.utils._pytree"):
-    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.devtools.backend_debug import get_delegation_info
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.exir.backend.utils import WhyNoPartition
-    from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
-    from executorch.runtime import Runtime
+@functools.cache
+def _executorch() -> SimpleNamespace:
+    """ExecuTorch's entry points, imported on first use: the import takes seconds, and pages and
+    tests that import this module only for its types should not pay for it."""
+    # Importing executorch registers an Enum as a pytree constant, which torch 2.14 warns about once.
+    with _quiet("torch.utils._pytree"):
+        from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.devtools.backend_debug import get_delegation_info
+        from executorch.exir import to_edge_transform_and_lower
+        from executorch.exir.backend.utils import WhyNoPartition
+        from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
+        from executorch.runtime import Runtime
+    return SimpleNamespace(
+        ALL_PARTITIONER_CONFIGS=ALL_PARTITIONER_CONFIGS,
+        XnnpackPartitioner=XnnpackPartitioner,
+        get_delegation_info=get_delegation_info,
+        to_edge_transform_and_lower=to_edge_transform_and_lower,
+        WhyNoPartition=WhyNoPartition,
+        threadpool_get_thread_count=_threadpool_get_thread_count,
+        Runtime=Runtime,
+    )
 
 
 # The runtime's CPU detection logs these five lines when it loads its first program, on any x86 machine (it looks for
@@ -131,9 +146,10 @@ def lower_to_xnnpack(program: torch.export.ExportedProgram) -> XnnpackLowering:
     start = time.perf_counter()
     # A failed decomposition is logged with its whole traceback before the same error is raised.
     with _quiet("torch._subclasses.fake_tensor", level=logging.CRITICAL), _partitioner_reasons() as reasons:
-        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+        et = _executorch()
+        edge = et.to_edge_transform_and_lower(program, partitioner=[et.XnnpackPartitioner()])
     graph_module = edge.exported_program().graph_module
-    info = get_delegation_info(graph_module)
+    info = _executorch().get_delegation_info(graph_module)
     segments = delegation_segments(graph_module)
     portable = portable_node_table(graph_module, reasons)  # before to_executorch rewrites the graph
     delegated = [s.op_count for s in segments if s.kind == "xnnpack"]
@@ -208,7 +224,7 @@ def _partitioner_reasons() -> Iterator[dict[str, str]]:
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             why = record.msg  # the WhyNoPartition object, read now: it is reused for the next reason
-            if isinstance(why, WhyNoPartition) and why.node is not None:
+            if isinstance(why, _executorch().WhyNoPartition) and why.node is not None:
                 reasons.setdefault(why.node.name, why.reason)
 
     logger = logging.getLogger("executorch.backends.xnnpack")
@@ -237,7 +253,7 @@ def portable_node_table(graph_module: torch.fx.GraphModule, reasons: dict[str, s
     import pandas as pd
 
     reasons = reasons or {}
-    configured = {config.target_name.split(".")[0] for config in ALL_PARTITIONER_CONFIGS}
+    configured = {config.target_name.split(".")[0] for config in _executorch().ALL_PARTITIONER_CONFIGS}
 
     rows = []
     for node in graph_module.graph.nodes:
@@ -293,7 +309,7 @@ def runtime_threads() -> int:
     but doing so inside a Jupyter kernel killed the kernel here, so the book compares at this size.
     """
     with _without_cpuinfo_lines():  # the first call into the runtime detects the CPU
-        return _threadpool_get_thread_count()
+        return _executorch().threadpool_get_thread_count()
 
 
 class ExecuTorchProgram:
@@ -305,7 +321,7 @@ class ExecuTorchProgram:
             raise FileNotFoundError(f"no .pte file at {path}: write one with XnnpackLowering.save(path)")
         self.path = path
         with _without_cpuinfo_lines():  # the runtime detects the CPU when it loads its first program
-            self.method = Runtime.get().load_program(path).load_method("forward")
+            self.method = _executorch().Runtime.get().load_program(path).load_method("forward")
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         return list(self.method.execute([t.contiguous() for t in tensors]))
