@@ -32,6 +32,7 @@ import argparse
 import concurrent.futures
 import datetime as dt
 import multiprocessing
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -119,6 +120,19 @@ def _cell_seconds(cell) -> float:
         return 0.0
     parse = dt.datetime.fromisoformat
     return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def short_error(text: str, head: int = 20, tail: int = 25) -> str:
+    """A failed page's error as a reader wants it in a build log: no colour codes, and where it is
+    long, its first ``head`` lines (the cell) and last ``tail`` (where it raised and what)."""
+    lines = _ANSI.sub("", text).rstrip().splitlines()
+    if len(lines) <= head + tail + 1:
+        return "\n".join(lines)
+    left_out = len(lines) - head - tail
+    return "\n".join([*lines[:head], f"    ... ({left_out} lines of traceback left out) ...", *lines[-tail:]])
 
 
 def execute_notebook(
@@ -287,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 queue, last = last, []
 
     for run in failures:
-        print(f"\nexecute_pages: {run.page} raised:\n{run.error}", file=sys.stderr)
+        print(f"\nexecute_pages: {run.page} raised:\n{short_error(run.error)}", file=sys.stderr)
     slow = over_budget({name: run for name, run in times.items() if name in notebooks})
     if slow:
         print(

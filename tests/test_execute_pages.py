@@ -112,6 +112,16 @@ def test_a_raising_page_fails_and_the_others_stay_cached(tmp_path):
     assert "1 of 2 pages to execute" in _execute(book, "--dry-run").stdout  # only the failed page again
 
 
+def test_a_long_error_keeps_its_cell_and_where_it_raised_without_colour_codes():
+    cell = [f"cell line {i}" for i in range(20)]
+    frames = [f"\x1b[0;32mframe {i}\x1b[0m" for i in range(200)]
+    short = execute_pages.short_error("\n".join([*cell, *frames, "ValueError: planted"]))
+    lines = short.splitlines()
+    assert lines[:20] == cell and lines[-1] == "ValueError: planted" and "frame 199" in lines[-2]
+    assert "(176 lines of traceback left out)" in short and "\x1b" not in short
+    assert execute_pages.short_error("one\ntwo") == "one\ntwo"
+
+
 @pytest.mark.slow
 def test_a_worker_that_dies_is_named_and_what_finished_stays_cached(tmp_path):
     # The kernel's parent is the worker process: killing it stands for the worker killed for memory.
