@@ -149,7 +149,7 @@ def lower_to_xnnpack(program: torch.export.ExportedProgram) -> XnnpackLowering:
         et = _executorch()
         edge = et.to_edge_transform_and_lower(program, partitioner=[et.XnnpackPartitioner()])
     graph_module = edge.exported_program().graph_module
-    info = _executorch().get_delegation_info(graph_module)
+    info = et.get_delegation_info(graph_module)
     segments = delegation_segments(graph_module)
     portable = portable_node_table(graph_module, reasons)  # before to_executorch rewrites the graph
     delegated = [s.op_count for s in segments if s.kind == "xnnpack"]
