@@ -60,6 +60,13 @@ KNOWN_NOISE: dict[str, Noise] = {
         "with eager.",
         category=UserWarning,
     ),
+    "onednn-tf32": Noise(
+        pattern="TF32 acceleration on top of oneDNN is available for Intel GPUs",
+        why="torch.backends.mkldnn.flags(enabled=False) also sets oneDNN's TF32 switch, which "
+        "warns on a build without Intel GPU support; the shipping pages switch oneDNN off only so "
+        "that a convolution's fake kernel does not bound the batch while the program is lowered.",
+        category=UserWarning,
+    ),
     "create-unbacked-symint": Noise(
         pattern="`create_unbacked_symint` is deprecated",
         why="torchvision's fake kernels for nms and roi_align use a deprecated PyTorch API; the "

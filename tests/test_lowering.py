@@ -116,6 +116,19 @@ def test_key_changes_with_settings_weights_inputs_and_backend(program):
     assert cache_key(other_weights, (x,), "aoti", {}) != base
 
 
+def test_key_changes_with_the_convolution_algorithm_switches(program):
+    """A convolution's fake kernel reads these switches while the compiler traces (it bounds the batch
+    below 16 when either is on), so a program compiled with them off must not be served with them on."""
+    ep, x = program
+    base = cache_key(ep, (x,), "aoti", {})
+    with torch.backends.mkldnn.flags(enabled=False):
+        without_onednn = cache_key(ep, (x,), "aoti", {})
+    with torch.backends.nnpack.flags(enabled=False):
+        without_nnpack = cache_key(ep, (x,), "aoti", {})
+    assert len({base, without_onednn, without_nnpack}) == 3
+    assert cache_key(ep, (x,), "aoti", {}) == base  # leaving the context restores the key
+
+
 class NmsKeep(nn.Module):
     """Calls a custom operator (torchvision::nms), whose output size comes from its fake kernel."""
 
