@@ -121,6 +121,9 @@ def test_a_failing_block_is_reported_and_the_build_goes_on(nonzero_program, tmp_
     assert failed.error_type == "NotImplementedError"
     assert "only available in non TensorRT-RTX environments" in failed.error_message
     assert failed.ops[NONZERO] == 1 and failed.engine_path is None
+    node, target = failed.failing_node
+    assert node.startswith("nonzero") and target == "aten.nonzero.default"
+    assert failed.builder_errors() == []  # a converter refused it: the builder never ran
 
 
 def test_without_keep_going_the_first_failure_raises(nonzero_program, tmp_path):
@@ -224,3 +227,65 @@ def test_a_worker_past_its_time_is_stopped(small_program, tmp_path):
         build_engines(program, (example,), timeout_s=0.5, engine_dir=tmp_path)
     with pytest.raises(ValueError, match="timeout_s must be positive"):
         build_engines(program, (example,), timeout_s=0)
+
+
+def test_a_builder_failure_is_read_from_the_build_log(tmp_path):
+    log = tmp_path / "_run_on_acc_0.build.log"
+    refusal = (
+        "IBuilder::buildSerializedNetwork: Error Code 4: Internal Error (kOPT values for profile 0 "
+        "violate shape constraints: reshape would change volume 45090 to 45180)"
+    )
+    log.write_text(f"[TRT] some verbose line\n{refusal}\n[TRT] another line\n")
+    block = trt_engine.Block(
+        "tensorrt",
+        "_run_on_acc_0",
+        {},
+        "failed",
+        error_type="RuntimeError",
+        error_message="TensorRT build_serialized_network returned None; engine build failed.",
+        build_log=log,
+    )
+    assert block.builder_errors() == [refusal]
+    assert block.failing_node is None  # no converter line: the network was refused as a whole
+    assert trt_engine.Block("tensorrt", "_run_on_acc_1", {}, "built").builder_errors() == []
+
+
+def test_a_failed_block_becomes_an_exception_the_catalog_classifies(tmp_path):
+    from casebook import catalog
+
+    refused = trt_engine.Block(
+        "tensorrt",
+        "_run_on_acc_2",
+        {NONZERO: 1},
+        "failed",
+        error_type="NotImplementedError",
+        error_message="This is only available in non TensorRT-RTX environments, currently running in TensorRT-RTX",
+    )
+    error = refused.as_exception()
+    assert type(error) is NotImplementedError
+    assert catalog.classify(error, "tensorrt-build").id == "tensorrt-rtx-nonzero"
+    odd = trt_engine.Block(
+        "tensorrt", "_run_on_acc_0", {}, "failed", error_type="CudaError", error_message="x"
+    )
+    assert type(odd.as_exception()) is RuntimeError  # a type the parent cannot rebuild
+    assert trt_engine.Block("tensorrt", "_run_on_acc_1", {}, "built").as_exception() is None
+
+
+def test_the_peak_memory_of_a_build_worker_is_its_own_not_its_parents():
+    import subprocess
+    import sys
+
+    from casebook.env import REPO_ROOT
+
+    ballast = bytearray(600 * 2**20)  # the parent holds 600 MB, as a notebook kernel holds a detector
+    ballast[::4096] = b"\x01" * len(ballast[::4096])
+    probe = (
+        "import resource; from casebook.backends._trt_build_worker import _peak_rss_mb; "
+        "print(_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    ).stdout
+    own, inherited = map(float, out.split())
+    del ballast
+    assert inherited > 600 and own < inherited - 300, (own, inherited)

@@ -27,9 +27,11 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,12 +39,21 @@ from typing import Any
 
 import torch
 
+from ..build_times import record_engine_build
 from ..env import REPO_ROOT, TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
 from .cache import cache_key, default_cache_dir
 from .trt_coverage import _modules_for, _op_name, _registration_name, _tail
 
 WORKER_MODULE = "casebook.backends._trt_build_worker"
+# A TensorRT builder error in a build log: "IBuilder::buildSerializedNetwork: Error Code 4: Internal Error (...)".
+_BUILDER_ERROR = re.compile(r"Error Code \d+: ")
+# How Torch-TensorRT names the node a converter failed on.
+_WHILE_EXECUTING = re.compile(r"While executing %(?P<node>\w+) : .*?target=(?P<target>[\w.]+)")
 RTX_DISTRIBUTION = "torch-tensorrt-rtx"
+# Exception types a block's failure is rebuilt as (`Block.as_exception`); any other becomes RuntimeError.
+_BUILTIN_ERRORS = {
+    kind.__name__: kind for kind in (RuntimeError, AssertionError, NotImplementedError, ValueError, TypeError)
+}
 _REMOVED_SETTINGS = {
     "enabled_precisions": "precision comes from the model's dtypes (export a .half() model) or from "
     "enable_autocast=True with autocast_low_precision_type=torch.float16",
@@ -174,6 +185,35 @@ class Block:
             return ""
         first = (self.error_message or "").strip().splitlines()
         return f"{self.error_type}: {first[0] if first else ''}"
+
+    @property
+    def failing_node(self) -> tuple[str, str] | None:
+        """The node a converter failed on, ``(node name, operator)``, from Torch-TensorRT's "While executing
+        %node : ... target=op" line; None when the message names none (a builder failure)."""
+        match = _WHILE_EXECUTING.search(self.error_message or "")
+        return (match["node"], match["target"].removeprefix("torch.ops.")) if match else None
+
+    def as_exception(self) -> BaseException | None:
+        """The block's failure as an exception, for `casebook.catalog.classify`: its type when builtin (else
+        RuntimeError), its message followed by TensorRT's builder errors. None for a block that did not fail."""
+        if self.status != "failed":
+            return None
+        kind = _BUILTIN_ERRORS.get(self.error_type or "", RuntimeError)
+        return kind("\n".join([self.error_message or "", *self.builder_errors()]).strip())
+
+    def builder_errors(self) -> list[str]:
+        """TensorRT's own error lines from this block's build log (``... Error Code N: ...``).
+
+        When the builder refuses a network, Torch-TensorRT raises only "build_serialized_network returned
+        None"; the reason is in the log.
+        """
+        if self.build_log is None:
+            return []
+        return [
+            line.strip()
+            for line in self.build_log.read_text(errors="replace").splitlines()
+            if _BUILDER_ERROR.search(line)
+        ]
 
 
 @dataclass(frozen=True)
@@ -347,8 +387,8 @@ def build_engines(
     Args:
         exported_program: the program to compile; it is saved and loaded again in the worker.
         example_inputs: example tensors, one per input of the program (a lone tensor is one input).
-            Without ``profiles`` they are the engines' inputs: a static engine of exactly these shapes,
-            even where the program has dynamic dimensions.
+            Without ``profiles``, Torch-TensorRT takes a dynamic dimension's min and max from the
+            program's range and its opt from these tensors (a static program gives static engines).
         profiles: one `Profile` per input (min/opt/max shapes), for dynamic engines. Torch-TensorRT
             refuses a profile wider than the program's range.
         keep_going: record a block whose build fails and build the next ones (True), or raise
@@ -393,11 +433,13 @@ def build_engines(
         "import_modules": _modules_for(exported_program, import_modules),
         "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
     }
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="casebook-trt-build-") as tmp:
         tmp_dir = Path(tmp)
         torch.export.save(exported_program, str(tmp_dir / "program.pt2"))
         torch.save(request, tmp_dir / "request.pt")
         result, stderr = run_worker(WORKER_MODULE, tmp_dir, timeout_s)
+    seconds = time.perf_counter() - start
     if not result["ok"]:
         hint = f" {_INSTALL_HINT}" if result.get("phase") == "import" else ""
         raise EngineBuildError(
@@ -406,6 +448,15 @@ def build_engines(
             stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
         )
     build = _build_from(result, engine_dir, save_module)
+    # The build report adds these up: what real builds cost a book build (saving, worker start-up included).
+    record_engine_build(
+        {
+            "seconds": round(seconds, 2),
+            "engines": len(build.engines),
+            "failed": len(build.failed),
+            "peak_rss_mb": round(build.peak_rss_mb),
+        }
+    )
     error = result.get("compile_error")
     if error is not None:
         raise EngineCompileError(error["error_type"], error["message"], build)
