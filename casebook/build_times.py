@@ -138,3 +138,53 @@ def prior_page_seconds(path: Path = RECORDED_RUNS) -> dict[str, float]:
         if run.get("page seconds"):
             return dict(run["page seconds"])
     return {}
+
+
+# Real TensorRT engine builds, one JSON line per build, in one file per page: the page that executes
+# is named by $CASEBOOK_PAGE, which scripts/execute_pages.py sets; builds outside a book build
+# (tests, a reader's session) are not recorded.
+ENGINE_BUILDS = REPO_ROOT / "_build" / "engine_builds"
+PAGE_ENV = "CASEBOOK_PAGE"
+
+
+def engine_log_path(page: str, folder: Path = ENGINE_BUILDS) -> Path:
+    """The file of one page's engine builds: ``case_studies/x.md`` -> ``case_studies__x.jsonl``."""
+    return folder / (page.replace("/", "__").removesuffix(".md") + ".jsonl")
+
+
+def record_engine_build(record: dict, folder: Path = ENGINE_BUILDS) -> Path | None:
+    """Append one build's record to the executing page's file; None (nothing written) outside a book build."""
+    page = os.environ.get(PAGE_ENV)
+    if not page:
+        return None
+    path = engine_log_path(page, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as log:
+        log.write(json.dumps({"page": page, "finished": _now(), **record}) + "\n")
+    return path
+
+
+def engine_builds_table(folder: Path = ENGINE_BUILDS):
+    """One row per page that built engines in its last execution: builds, their seconds, the peak memory."""
+    import pandas as pd
+
+    records = [
+        json.loads(line)
+        for path in sorted(folder.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    if not records:
+        return pd.DataFrame(
+            columns=["page", "builds", "seconds", "engines built", "blocks failed", "peak GB"]
+        )
+    frame = pd.DataFrame(records)
+    table = frame.groupby("page").agg(
+        builds=("seconds", "size"),
+        seconds=("seconds", "sum"),
+        **{"engines built": ("engines", "sum"), "blocks failed": ("failed", "sum")},
+        peak_mb=("peak_rss_mb", "max"),
+    )
+    table["seconds"] = table["seconds"].round(1)
+    table["peak GB"] = (table.pop("peak_mb") / 1024).round(2)
+    return table.sort_values("seconds", ascending=False).reset_index()

@@ -32,13 +32,22 @@ import argparse
 import concurrent.futures
 import datetime as dt
 import multiprocessing
+import os
 import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from casebook.build_times import PageRun, load_page_times, over_budget, prior_page_seconds, save_page_times
+from casebook.build_times import (
+    PAGE_ENV,
+    PageRun,
+    engine_log_path,
+    load_page_times,
+    over_budget,
+    prior_page_seconds,
+    save_page_times,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Pages whose outputs describe the build itself: executed after all others, on every build.
@@ -136,17 +145,22 @@ def short_error(text: str, head: int = 20, tail: int = 25) -> str:
 
 
 def execute_notebook(
-    notebook_json: str, cwd: str, timeout: int, allow_errors: bool
+    notebook_json: str, cwd: str, timeout: int, allow_errors: bool, page: str = ""
 ) -> tuple[str, float, list[float], str | None, float]:
     """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its error.
 
     The cells' timing metadata is removed again before returning: the cache identifies a notebook by
     a hash of its cells, metadata included, and myst-nb looks it up with the metadata it reads.
+    ``page`` names the page to the kernel ($CASEBOOK_PAGE), under which its engine builds are recorded;
+    the records of its previous execution are dropped first.
     """
     import nbformat
     from nbclient import execute
     from nbclient.exceptions import CellControlSignal, DeadKernelError
 
+    if page:
+        os.environ[PAGE_ENV] = page  # the kernel, a child of this worker, inherits it
+        engine_log_path(page).unlink(missing_ok=True)
     notebook = nbformat.reads(notebook_json, as_version=4)
     settings = notebook.metadata.get("execution", {})  # a page may set its own, as myst-nb allows
     timeout = settings.get("timeout", timeout)
@@ -245,7 +259,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             text = nbformat.writes(notebooks[page.name])
             return pool.submit(
-                execute_notebook, text, str(page.path.parent), settings["timeout"], settings["allow_errors"]
+                execute_notebook,
+                text,
+                str(page.path.parent),
+                settings["timeout"],
+                settings["allow_errors"],
+                page.name,
             )
 
         # Submitted one by one as workers free up, so that "start" is when a page really starts.

@@ -11,11 +11,15 @@ from test_build_config import NOTEBOOK_HEADER
 
 from booklayout import REPO_ROOT
 from casebook.build_times import (
+    PAGE_ENV,
     PageRun,
+    engine_builds_table,
+    engine_log_path,
     load_page_times,
     over_budget,
     page_times_table,
     prior_page_seconds,
+    record_engine_build,
     recorded_runs,
     runs_table,
     save_page_times,
@@ -223,3 +227,48 @@ def test_the_recorded_runs_have_page_times_for_every_page_of_the_book():
     assert executed - set(priors) <= {"book/build_report.md"}, "pages missing from the latest recorded run"
     table = runs_table(runs)
     assert len(table) == len(runs) and "total (min)" in table.columns
+
+
+def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_path, monkeypatch):
+    monkeypatch.delenv(PAGE_ENV, raising=False)
+    build = {"seconds": 40.0, "engines": 1, "failed": 4, "peak_rss_mb": 1100}
+    assert record_engine_build(build, tmp_path) is None and list(tmp_path.iterdir()) == []
+    assert engine_builds_table(tmp_path).empty
+
+    monkeypatch.setenv(PAGE_ENV, "case_studies/faster_rcnn_dynamic_hw.md")
+    path = record_engine_build(build, tmp_path)
+    assert path == engine_log_path("case_studies/faster_rcnn_dynamic_hw.md", tmp_path)
+    assert path.name == "case_studies__faster_rcnn_dynamic_hw.jsonl"
+    record_engine_build({"seconds": 60.5, "engines": 10, "failed": 1, "peak_rss_mb": 1450}, tmp_path)
+    monkeypatch.setenv(PAGE_ENV, "notebooks/exported_program_to_engine.md")
+    record_engine_build({"seconds": 9.0, "engines": 1, "failed": 0, "peak_rss_mb": 1000}, tmp_path)
+
+    table = engine_builds_table(tmp_path).set_index("page")
+    detector = table.loc["case_studies/faster_rcnn_dynamic_hw.md"]
+    assert (detector["builds"], detector["seconds"], detector["engines built"]) == (2, 100.5, 11)
+    assert detector["blocks failed"] == 5 and detector["peak GB"] == round(1450 / 1024, 2)
+    assert list(table.index) == [
+        "case_studies/faster_rcnn_dynamic_hw.md",
+        "notebooks/exported_program_to_engine.md",
+    ]
+
+
+def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeypatch):
+    import nbformat
+
+    monkeypatch.setenv(PAGE_ENV, "set by the test, restored after it")
+    page = "fixture_page_names_itself.md"
+    stale = engine_log_path(page)
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text('{"page": "fixture_page_names_itself.md", "seconds": 1}\n')
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(f"import os\nprint(os.environ[{PAGE_ENV!r}])")],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    executed, _, _, error, _ = execute_pages.execute_notebook(
+        nbformat.writes(notebook), str(REPO_ROOT), 60, False, page
+    )
+    assert error is None, error
+    assert not stale.exists()
+    (cell,) = nbformat.reads(executed, as_version=4).cells
+    assert cell.outputs[0]["text"].strip() == page
