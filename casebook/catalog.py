@@ -31,6 +31,7 @@ STAGES = {
     "save-load": "torch.export.save / torch.export.load",
     "check": "the doctor's own checks of the exported program (parity, dimensions)",
     "tensorrt": "Torch-TensorRT's dry run",
+    "tensorrt-build": "a real TensorRT engine build (`build_engines`: Torch-TensorRT for RTX, no GPU needed)",
 }
 
 # Playbook groups, in page order: (id, heading as written on the playbook page).
@@ -42,6 +43,7 @@ GROUPS = {
     "operators": "Custom operators",
     "loops": "Loops kept in the program (`torch.while_loop`, `scan`)",
     "running": "When the exported program runs",
+    "tensorrt": "On the way to a TensorRT engine",
     "silent": "Problems that raise no error",
 }
 
@@ -619,6 +621,63 @@ ENTRIES: tuple[Entry, ...] = (
         fix="accept the fallback (`torch_executed_ops`, `min_block_size`), replace the operator, or write "
         "a plugin (`torch_tensorrt.dynamo.conversion.plugins.custom_op`)",
         page="notebooks/exported_program_to_engine",
+    ),
+    # ---------------------------------------------------------------- building TensorRT engines
+    Entry(
+        id="tensorrt-rtx-nonzero",
+        group="tensorrt",
+        title="`nonzero` refused by TensorRT for RTX",
+        message="This is only available in non TensorRT-RTX environments",
+        raised_as="`NotImplementedError` from the `aten.nonzero` converter, for each block holding one",
+        exceptions=("NotImplementedError",),
+        stages=("tensorrt-build",),
+        means="the block holds `nonzero` (`torch.where(mask)` with one argument, boolean indexing); "
+        "Torch-TensorRT marks its converter for enterprise TensorRT only, and the dry run counts it as "
+        "convertible",
+        fix="`fallback_data_dependent_ops=True` runs such operators in PyTorch (or name them in "
+        "`torch_executed_ops`)",
+        page="case_studies/faster_rcnn_dynamic_hw",
+    ),
+    Entry(
+        id="tensorrt-symbolic-split",
+        group="tensorrt",
+        title="`split` with sizes known only at run time",
+        message="Can't chunk on dynamic shape dimension!",
+        raised_as="`AssertionError` from the `aten.split_with_sizes` converter",
+        exceptions=("AssertionError",),
+        stages=("tensorrt-build",),
+        means="`tensor.split(sizes)` where the sizes are symbols (one piece per image, per level); the "
+        "converter takes only fixed sizes",
+        fix="`torch_executed_ops={torch.ops.aten.split_with_sizes.default}` runs the split in PyTorch",
+        page="case_studies/faster_rcnn_dynamic_hw",
+    ),
+    Entry(
+        id="tensorrt-symbolic-fill",
+        group="tensorrt",
+        title="`full` with a fill value known only at run time",
+        message="Could not infer dtype of tensorrt_rtx_bindings.tensorrt_rtx.ITensor",
+        pattern=r"Could not infer dtype of \S*ITensor",
+        raised_as="`RuntimeError` from the `aten.full` converter",
+        exceptions=("RuntimeError",),
+        stages=("tensorrt-build",),
+        means="the program makes a tensor from a size it computed (`torch.full([], n)`, "
+        "`torch.tensor(x.shape[0])`); the converter needs a Python number as the fill value",
+        fix="`torch_executed_ops={torch.ops.aten.full.default}` runs it in PyTorch",
+        page="case_studies/faster_rcnn_dynamic_hw",
+    ),
+    Entry(
+        id="tensorrt-made-up-profile",
+        group="tensorrt",
+        title="A size known only at run time gets a made-up engine profile",
+        label="faster-rcnn-nms-profile",
+        stages=("tensorrt-build",),
+        means="an engine reads a count with no upper bound in the program (how many boxes NMS kept): "
+        "Torch-TensorRT gives it the profile [1, 4096], so zero (no detections) and more than 4096 "
+        "fall outside it, and TensorRT raises at run time",
+        fix="bound the count in the model (`torch._check(count <= bound)`) for the top; zero stays "
+        "outside on Torch-TensorRT 2.14, so empty results must be served without those engines "
+        "(the ops after the operator in `torch_executed_ops`)",
+        page="case_studies/faster_rcnn_dynamic_hw",
     ),
 )
 

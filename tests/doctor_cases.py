@@ -349,6 +349,64 @@ def _boxes() -> tuple[torch.Tensor, torch.Tensor]:
     return boxes, torch.tensor([0.9, 0.8, 0.7, 0.6])
 
 
+# ------------------------------------------------------------------ building TensorRT engines
+class ScoreFilter(nn.Module):
+    """A head that keeps the confident anchors with `torch.nonzero`, which TensorRT for RTX refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.box_head = nn.Conv2d(8, 4, 1)
+        self.score_head = nn.Conv2d(8, 1, 1)
+
+    def forward(self, image):
+        features = self.features(image)
+        boxes = self.box_head(features).flatten(2).transpose(1, 2).reshape(-1, 4)
+        scores = torch.sigmoid(self.score_head(features)).reshape(-1)
+        keep = torch.nonzero(scores > 0.5).squeeze(1)
+        return boxes[keep], scores[keep]
+
+
+class SplitOffTheFirstTwo(nn.Module):
+    """`split` with a size that follows the dynamic batch (one piece per image in detectors)."""
+
+    def forward(self, x):
+        y = (x * 2.0 + 1.0).relu()
+        first, rest = y.split([2, x.shape[0] - 2])
+        return (first.sum(0) * 3.0).sigmoid(), (rest.sum(0) - 1.0).tanh()
+
+
+class ScaleByHalfTheBatch(nn.Module):
+    """`torch.full` filled with a size computed from the dynamic batch."""
+
+    def forward(self, x):
+        half = torch.full((), x.shape[0] // 2, dtype=torch.float32)
+        return ((x * 2.0 + 1.0).relu() * half - 1.0).sigmoid()
+
+
+class DecodeKeptBoxes(nn.Module):
+    """Layers on the boxes NMS kept: the engine after NMS reads a count with no upper bound."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, boxes, scores):
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        return (self.head(boxes[keep]).sigmoid() * 2.0 - 1.0).relu()
+
+
+def _batch_of_six() -> dict:
+    return {"args": (torch.randn(6, 8),), "dynamic_shapes": ({0: Dim("batch", min=4, max=16)},)}
+
+
+def _fifty_boxes() -> tuple[torch.Tensor, torch.Tensor]:
+    corners = torch.rand(50, 2, generator=torch.Generator().manual_seed(0)) * 100
+    return torch.cat([corners, corners + 10], dim=1), torch.rand(
+        50, generator=torch.Generator().manual_seed(1)
+    )
+
+
 # ------------------------------------------------------------------ outside the catalog
 class ReadsDataPointer(nn.Module):
     """A custom-kernel wrapper that checks alignment through `data_ptr()`, which fake tensors refuse
@@ -475,6 +533,18 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "exported-program-input-checks": lambda: {"model": RequiresFloat(), "args": (torch.rand(2, 3),)},
     "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
     "tensorrt-unsupported-ops": lambda: {"model": KeepAfterNms(), "args": _boxes(), "tensorrt": True},
+    "tensorrt-rtx-nonzero": lambda: {
+        "model": ScoreFilter().eval(),
+        "args": (torch.randn(1, 3, 16, 16),),
+        "tensorrt": True,
+    },
+    "tensorrt-symbolic-split": lambda: {"model": SplitOffTheFirstTwo(), **_batch_of_six(), "tensorrt": True},
+    "tensorrt-symbolic-fill": lambda: {"model": ScaleByHalfTheBatch(), **_batch_of_six(), "tensorrt": True},
+    "tensorrt-made-up-profile": lambda: {
+        "model": DecodeKeptBoxes(),
+        "args": _fifty_boxes(),
+        "tensorrt": True,
+    },
 }
 
 

@@ -319,3 +319,15 @@ def test_cli_exit_codes_and_json(factories):
     )
     assert clean.returncode == 0, clean.stderr
     assert clean.stdout.startswith("Linear: exports and runs clean")
+
+
+def test_without_an_engine_builder_the_build_step_says_how_to_install_one(monkeypatch):
+    from casebook.backends import trt_engine
+    from casebook.doctor import program_steps
+
+    monkeypatch.setattr(trt_engine, "installed_distribution", lambda: None)
+    monkeypatch.setattr(program_steps, "check_tensorrt", lambda *args: None)  # the dry run is not the point
+    report = diagnose(nn.Linear(4, 2), (torch.randn(3, 4),), tensorrt=True, compare=False, draft=False)
+    (step,) = [step for step in report.steps if step.name == "TensorRT engine build"]
+    assert step.outcome == "not run" and "make install TENSORRT=rtx" in step.detail
+    assert report.ok

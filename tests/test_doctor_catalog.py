@@ -12,8 +12,15 @@ from casebook import catalog
 from casebook.doctor import diagnose
 from casebook.pytree_nodes import unregister_nodes
 
-# The dry run starts a Torch-TensorRT worker process (seconds); every other case takes under a second.
-SLOW = {"tensorrt-unsupported-ops"}
+# The dry run and the engine build start Torch-TensorRT worker processes (seconds each); every other
+# case takes under a second.
+SLOW = {
+    "tensorrt-unsupported-ops",
+    "tensorrt-rtx-nonzero",
+    "tensorrt-symbolic-split",
+    "tensorrt-symbolic-fill",
+    "tensorrt-made-up-profile",
+}
 
 
 @pytest.fixture(autouse=True)

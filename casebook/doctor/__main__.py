@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m casebook.doctor", usage=USAGE, description=__doc__.split("\n\n")[0])
     parser.add_argument("target", help="FILE.py:FACTORY, a function returning {'model': ..., 'args': (...)}")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--tensorrt", action="store_true", help="add Torch-TensorRT's dry run")
+    parser.add_argument(
+        "--tensorrt", action="store_true", help="add Torch-TensorRT's dry run and a real engine build"
+    )
     parser.add_argument("--strict", action="store_true", help="export in strict mode (TorchDynamo)")
     parser.add_argument("--no-compare", action="store_true", help="on failure, do not try the other mode")
     parser.add_argument("--no-draft", action="store_true", help="on failure, do not run draft_export")

@@ -14,7 +14,7 @@ The steps, each going as far as it can instead of stopping at the first error:
    operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
    whose range includes 1, at 1, against eager; each floating-point
    input given as uint8 to eager and to the program (a dtype check lost in export); and, with
-   ``tensorrt=True``, Torch-TensorRT's dry run.
+   ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
 
 Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
 ``unclassified`` finding that sends the reader to the playbook, never to a guessed page.
@@ -62,7 +62,8 @@ def diagnose(
     ``compare`` also tries the other mode and ``draft`` runs `draft_export`. ``check_inputs`` are more
     inputs to run the exported program on and compare with eager (each an args tuple, or a dict with
     ``args`` and ``kwargs``): a batch of another size, an image with no detections. ``tensorrt=True``
-    adds Torch-TensorRT's dry run. ``progress`` is called with each finished `Step`.
+    adds Torch-TensorRT's dry run and a real engine build (`casebook.backends.trt_engine.build_engines`).
+    ``progress`` is called with each finished `Step`.
 
     Raises `DoctorUsageError` for arguments of the wrong type and for a model that fails in eager
     mode on the example or on a check input.
@@ -120,6 +121,12 @@ def diagnose(
         if tensorrt:
             steps.append(
                 ("TensorRT dry run", lambda: program_steps.check_tensorrt(session, program, args, kwargs))
+            )
+            steps.append(
+                (
+                    "TensorRT engine build",
+                    lambda: program_steps.check_tensorrt_build(session, program, args, kwargs),
+                )
             )
         for step_name, run in steps:
             if program is None:

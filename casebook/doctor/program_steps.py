@@ -439,3 +439,79 @@ def check_tensorrt(session: Session, program, args, kwargs) -> None:
     if coverage.analysis != "tensorrt":
         evidence.append(f"dry run only ({coverage.analysis}): no engine was built")
     session.add(Finding.from_entry(catalog.entry("tensorrt-unsupported-ops"), evidence, "tensorrt"))
+
+
+# An engine input's profile Torch-TensorRT made up: a size with no upper bound in the program gets
+# max = min * 2**12 (torch_tensorrt/dynamo/partitioning/common.py).
+_MADE_UP_FACTOR = 2**12
+
+
+def check_tensorrt_build(session: Session, program, args, kwargs) -> None:
+    """Build the program's TensorRT engines for real and report each refused block with its catalog entry,
+    and each engine input whose profile Torch-TensorRT made up."""
+    from ..backends.trt_engine import (
+        EngineBuildError,
+        EngineCompileError,
+        build_engines,
+        installed_distribution,
+    )
+
+    if kwargs:
+        session.skip("TensorRT engine build", "the build takes positional inputs only")
+        return
+    if installed_distribution() is None:
+        session.skip(
+            "TensorRT engine build",
+            "no Torch-TensorRT that builds engines here: `make install TENSORRT=rtx` installs Torch-TensorRT "
+            "for RTX, which builds them without a GPU",
+        )
+        return
+    with session.step("TensorRT engine build") as record:
+        try:
+            build = build_engines(program, args)
+        except (EngineBuildError, EngineCompileError) as error:
+            record.outcome = "failed"
+            session.add(
+                Finding.unclassified(
+                    "the TensorRT engine build failed", [first_line(error)], "tensorrt", error
+                )
+            )
+            return
+        record.detail = build.summary()
+        if build.failed:
+            record.outcome = "failed"
+    for block in build.failed:
+        error = block.as_exception()
+        entry = catalog.classify(error, "tensorrt-build")
+        evidence = [f"{block.name} ({block.op_count} ops): {block.error}"]
+        if block.failing_node:
+            evidence.append(f"at node {block.failing_node[0]} ({block.failing_node[1]})")
+        evidence += block.builder_errors()[:1]
+        if entry is None:
+            session.add(
+                Finding.unclassified(f"TensorRT refused block {block.name}", evidence, "tensorrt", error)
+            )
+        else:
+            session.add(Finding.from_entry(entry, evidence, "tensorrt", error))
+    made_up = [
+        f"{block.name}: {profile}"
+        for block in build.engines
+        for profile in block.profile
+        if any(high == low * _MADE_UP_FACTOR for low, high in zip(profile.min, profile.max, strict=True))
+        and not _program_range(program, profile)
+    ]
+    if made_up:
+        session.add(Finding.from_entry(catalog.entry("tensorrt-made-up-profile"), made_up, "tensorrt"))
+
+
+def _program_range(program, profile) -> bool:
+    """Whether each dimension of ``profile`` that looks made up is the range of one of the program's own
+    dimensions (a `Dim` that happens to span min to 4096 * min)."""
+    from torch.utils._sympy.numbers import int_oo
+
+    bounds = {(int(r.lower), int(r.upper)) for r in program.range_constraints.values() if r.upper != int_oo}
+    return all(
+        (low, high) in bounds
+        for low, high in zip(profile.min, profile.max, strict=True)
+        if high == low * _MADE_UP_FACTOR
+    )
