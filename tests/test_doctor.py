@@ -331,3 +331,14 @@ def test_without_an_engine_builder_the_build_step_says_how_to_install_one(monkey
     (step,) = [step for step in report.steps if step.name == "TensorRT engine build"]
     assert step.outcome == "not run" and "make install TENSORRT=rtx" in step.detail
     assert report.ok
+
+
+def test_a_dimension_the_program_ranges_from_1_to_4096_is_not_called_made_up():
+    from casebook.backends.trt_engine import InputProfile
+    from casebook.doctor.program_steps import _program_range
+
+    program = torch.export.export(
+        nn.Linear(4, 2), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("rows", min=1, max=4096)},)
+    )
+    assert _program_range(program, InputProfile("x", (1, 4), (3, 4), (4096, 4), "float32"))
+    assert not _program_range(program, InputProfile("nms", (2,), (4097,), (8192,), "int64"))

@@ -497,7 +497,8 @@ def check_tensorrt_build(session: Session, program, args, kwargs) -> None:
         f"{block.name}: {profile}"
         for block in build.engines
         for profile in block.profile
-        if any(high == low * _MADE_UP_FACTOR for low, high in zip(profile.min, profile.max, strict=True))
+        if not profile.static  # a fixed shape is the program's, even a size 0
+        and any(high == low * _MADE_UP_FACTOR for low, high in zip(profile.min, profile.max, strict=True))
         and not _program_range(program, profile)
     ]
     if made_up:
