@@ -47,6 +47,7 @@ from casebook.build_times import (
     over_budget,
     prior_page_seconds,
     save_page_times,
+    share_threads,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -240,8 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         if cached is None or page.docname in RUN_LAST:
             pending.append(page)
     order = schedule(pending, times, prior_page_seconds(root / "book" / "build_runs.json"))
+    threads = share_threads(args.jobs)  # before the workers start: their kernels inherit it
     print(
-        f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time", flush=True
+        f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time, "
+        f"{threads} thread(s) each (OMP_NUM_THREADS)",
+        flush=True,
     )
     if args.dry_run:
         for page in order:
@@ -286,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"execute_pages: the process executing {page.name} died ({exc}); the pages "
                         "finished so far are cached. Check the machine's memory and run `make build` again."
                     ) from exc
-                run = PageRun(page.name, seconds, cell_seconds, error, jobs=args.jobs, timeout=timeout)
+                run = PageRun(
+                    page.name, seconds, cell_seconds, error, jobs=args.jobs, timeout=timeout, threads=threads
+                )
                 index, longest = run.longest_cell
                 elapsed = time.perf_counter() - started
                 if error is None:
