@@ -12,3 +12,9 @@
 - `patches/`: one patch mechanism and the torchvision and detectron2 patch sets.
 - `models/`: model code written for the book (deformable DETR, MViT for small clips, stand-ins, images).
 """
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout the book is built from: the package lives in its `casebook/` folder. The one
+definition; modules, scripts and tests import it."""

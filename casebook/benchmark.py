@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from casebook.env import REPO_ROOT
+from casebook import REPO_ROOT
 from casebook.inputs import as_args, first_device
 
 MIN_RUNS = 20

@@ -15,7 +15,8 @@ import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from casebook import REPO_ROOT
+
 PAGE_TIMES = REPO_ROOT / "_build" / "page_times.json"
 # A cell may take at most this share of the cell timeout on the machine that ran it.
 CELL_SHARE = 1 / 3

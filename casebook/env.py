@@ -15,9 +15,6 @@ from pathlib import Path
 
 import torch
 
-# The checkout the book is built from: the package lives in its `casebook/` folder.
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 # detectron2 is installed either from upstream source (distribution "detectron2") or from the
 # PyPI repackaging "sal-detectron2"; both provide the `detectron2` module.
 _DETECTRON2_DISTRIBUTIONS = ("detectron2", "sal-detectron2")

@@ -15,9 +15,8 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+from casebook import REPO_ROOT
 
 # The last line of a Python traceback: "ModuleName.ErrorType: message" (or the bare type).
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b.*$")
@@ -62,7 +61,7 @@ def run_python(
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [*map(str, pythonpath), str(REPOSITORY), env.get("PYTHONPATH", "")])
+        filter(None, [*map(str, pythonpath), str(REPO_ROOT), env.get("PYTHONPATH", "")])
     )
     try:
         completed = subprocess.run(
@@ -71,7 +70,7 @@ def run_python(
             text=True,
             timeout=timeout_s,
             env=env,
-            cwd=REPOSITORY,
+            cwd=REPO_ROOT,
         )
     except subprocess.TimeoutExpired as exc:
         raise TimeoutError(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from docutils import nodes
 
-from casebook.env import REPO_ROOT
+from casebook import REPO_ROOT
 
 
 def path_replacements(repo_root: Path = REPO_ROOT) -> list[tuple[str, str]]:

@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from casebook import REPO_ROOT
 from casebook.build_times import (
     PAGE_ENV,
     PageRun,
@@ -50,7 +51,6 @@ from casebook.build_times import (
     share_threads,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # Pages whose outputs describe the build itself: executed after all others, on every build.
 RUN_LAST = ("book/build_report",)
 # myst-nb's name for its own reader of MyST-markdown notebooks, recorded with each cached page.

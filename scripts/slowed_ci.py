@@ -17,9 +17,9 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from casebook import REPO_ROOT
+
 sys.path.insert(0, str(REPO_ROOT))
 from casebook.busy import busy_cores  # noqa: E402  (stdlib only: runs before the venv exists)
 

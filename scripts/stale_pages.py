@@ -23,7 +23,8 @@ import re
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from casebook import REPO_ROOT
+
 PACKAGE = "casebook"
 PAGE_FOLDERS = ("book", "notebooks", "case_studies", "shipping")
 CACHE = REPO_ROOT / "_build" / ".jupyter_cache"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from casebook import REPO_ROOT
 
 
 def _toc_files(entry) -> list[str]:

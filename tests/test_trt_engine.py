@@ -275,7 +275,7 @@ def test_the_peak_memory_of_a_build_worker_is_its_own_not_its_parents():
     import subprocess
     import sys
 
-    from casebook.env import REPO_ROOT
+    from casebook import REPO_ROOT
 
     ballast = bytearray(600 * 2**20)  # the parent holds 600 MB, as a notebook kernel holds a detector
     ballast[::4096] = b"\x01" * len(ballast[::4096])

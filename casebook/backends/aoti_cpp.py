@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch.utils import _pytree as pytree
 
-from ..env import REPO_ROOT
+from .. import REPO_ROOT
 
 RUNNER = REPO_ROOT / "_build" / "cpp" / "run_aoti"
 SOURCE = REPO_ROOT / "cpp" / "run_aoti"

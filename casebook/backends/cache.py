@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from ..env import REPO_ROOT
+from .. import REPO_ROOT
 from ..inputs import first_device
 
 ARTIFACT_DIR_ENV = "CASEBOOK_ARTIFACT_DIR"

@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
+from .. import REPO_ROOT
 from ..checks import ParityResult, assert_parity
-from ..env import REPO_ROOT
 from ..inputs import as_args, first_device
 from .cache import (
     artifact_path,

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from ..env import REPO_ROOT
+from .. import REPO_ROOT
 
 WORKER_MODULE = "casebook.backends._trt_dryrun_worker"
 # A guard against a hung worker, not a performance goal. The book executes two pages at a time, and

@@ -39,8 +39,9 @@ from typing import Any
 
 import torch
 
+from .. import REPO_ROOT
 from ..build_times import record_engine_build
-from ..env import REPO_ROOT, TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
+from ..env import TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
 from .cache import cache_key, default_cache_dir
 from .trt_coverage import _modules_for, _op_name, _registration_name, _tail
 
