@@ -94,8 +94,10 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) requirements-trt-
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
+# Two workers share the cores: their OpenMP threads wait passively, as two pages at a time do
+# (casebook/build_times.py, share_cores).
 unit: install runner
-	$(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile) --durations=15
+	$(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile) --durations=15
 
 site-check: install browser
 	$(if $(CHROMIUM),CHROMIUM=$(CHROMIUM)) $(BIN)/python -m pytest tests/site

@@ -349,7 +349,10 @@ def device_description(device: torch.device | str) -> str:
     if device.type == "cuda":
         return f"CUDA {torch.cuda.get_device_name(device)} (torch {torch.__version__})"
     cpu = _cpu_model_name() or platform.processor() or platform.machine()
-    return f"CPU {cpu}, {torch.get_num_threads()} threads (torch {torch.__version__})"
+    # The book build sets a passive wait when two pages share the cores (casebook.build_times.share_cores).
+    policy = os.environ.get("OMP_WAIT_POLICY")
+    waits = f", OMP_WAIT_POLICY={policy}" if policy else ""
+    return f"CPU {cpu}, {torch.get_num_threads()} threads{waits} (torch {torch.__version__})"
 
 
 def _check_counts(warmup: int, runs: int) -> None:

@@ -42,7 +42,7 @@ class PageRun:
     jobs: int = 1  # pages executing at the same time
     timeout: float = 900  # the cell timeout it ran under: the book's, or the page's own
     machine: str = field(default_factory=_machine)
-    threads: int | None = None  # the kernel's intra-op threads (OMP_NUM_THREADS); None: not recorded
+    openmp_wait: str | None = None  # the kernel's OMP_WAIT_POLICY; None: OpenMP's default (spinning)
 
     @property
     def longest_cell(self) -> tuple[int, float]:
@@ -53,39 +53,27 @@ class PageRun:
         return index, self.cell_seconds[index]
 
 
-# The variables PyTorch (OpenMP, MKL) and Inductor's generated code read their thread count from.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# How OpenMP threads wait for work, read by PyTorch's OpenMP runtime (libgomp) when it loads.
+WAIT_POLICY = "OMP_WAIT_POLICY"
 
 
-def threads_per_page(jobs: int, cores: int | None = None) -> int:
-    """Intra-op threads for each of ``jobs`` pages that execute at the same time: the cores shared out.
+def share_cores(jobs: int, environ: dict[str, str] | None = None) -> str | None:
+    """Set OMP_WAIT_POLICY=PASSIVE for the processes this one starts when ``jobs`` of them share the
+    machine, unless the reader set a policy (theirs wins); return the policy they will run under.
 
-    PyTorch gives each process one thread per core, so two pages at a time on two cores would run four
-    threads on two cores, and each parallel operator waits for threads the other process holds off
-    the cores. Measured here (2026-11-26): ten ResNet-50 calls took 9.2 s in each of two such
-    processes side by side, 4.1-4.7 s with one thread each, 3.7 s alone on one thread.
+    PyTorch gives each process one thread per core, and by default an OpenMP thread that waits
+    for its siblings spins. Two such processes side by side each keep the cores busy spinning
+    while the other's threads wait for them. Measured here (2026-11-26, two cores), ten ResNet-50
+    calls at two threads: 2.4-2.7 s alone; side by side 8.6 s each with spinning, 4.3-4.8 s with
+    passive waiting. One thread per process was as fast, but changes the rounding of parallel
+    sums, and with it results the pages show (which of two equal scores NMS lists first).
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, not {jobs}")
-    cores = cores if cores is not None else len(os.sched_getaffinity(0))
-    return max(1, cores // jobs)
-
-
-def share_threads(jobs: int, environ: dict[str, str] | None = None) -> int:
-    """Set THREAD_VARIABLES for the processes this one starts, unless OMP_NUM_THREADS is already set
-    (the reader's choice wins); return the thread count they will use."""
     environ = os.environ if environ is None else environ
-    chosen = environ.get("OMP_NUM_THREADS")
-    if chosen:
-        if not chosen.isdigit() or int(chosen) < 1:
-            raise ValueError(
-                f"OMP_NUM_THREADS={chosen!r} is not a positive whole number: unset it or set e.g. 1"
-            )
-        return int(chosen)
-    threads = threads_per_page(jobs)
-    for name in THREAD_VARIABLES:
-        environ[name] = str(threads)
-    return threads
+    if WAIT_POLICY not in environ and jobs > 1:
+        environ[WAIT_POLICY] = "PASSIVE"
+    return environ.get(WAIT_POLICY)
 
 
 def load_page_times(path: Path = PAGE_TIMES) -> dict[str, PageRun]:
@@ -132,7 +120,7 @@ def page_times_table(times: dict[str, PageRun]):
                 "cell timeout (s)": round(run.timeout),
                 "share of the timeout": f"{seconds / run.timeout:.0%}",
                 "pages at once": run.jobs,
-                "threads": run.threads if run.threads is not None else "",
+                "OpenMP wait": run.openmp_wait or "",
                 "finished (UTC)": run.finished,
             }
         )

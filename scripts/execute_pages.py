@@ -48,7 +48,7 @@ from casebook.build_times import (
     over_budget,
     prior_page_seconds,
     save_page_times,
-    share_threads,
+    share_cores,
 )
 
 # Pages whose outputs describe the build itself: executed after all others, on every build.
@@ -241,10 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         if cached is None or page.docname in RUN_LAST:
             pending.append(page)
     order = schedule(pending, times, prior_page_seconds(root / "book" / "build_runs.json"))
-    threads = share_threads(args.jobs)  # before the workers start: their kernels inherit it
+    openmp_wait = share_cores(args.jobs)  # before the workers start: their kernels inherit it
     print(
-        f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time, "
-        f"{threads} thread(s) each (OMP_NUM_THREADS)",
+        f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time"
+        + (f", OMP_WAIT_POLICY={openmp_wait}" if openmp_wait else ""),
         flush=True,
     )
     if args.dry_run:
@@ -291,7 +291,13 @@ def main(argv: list[str] | None = None) -> int:
                         "finished so far are cached. Check the machine's memory and run `make build` again."
                     ) from exc
                 run = PageRun(
-                    page.name, seconds, cell_seconds, error, jobs=args.jobs, timeout=timeout, threads=threads
+                    page.name,
+                    seconds,
+                    cell_seconds,
+                    error,
+                    jobs=args.jobs,
+                    timeout=timeout,
+                    openmp_wait=openmp_wait,
                 )
                 index, longest = run.longest_cell
                 elapsed = time.perf_counter() - started

@@ -240,3 +240,12 @@ def test_timed_rounds_wait_for_another_process_holding_the_timing_lock(monkeypat
     assert waited >= 1.0, "the timed rounds did not wait for the lock"
     assert "for another page's timed rounds" in capsys.readouterr().out
     assert bench.timing_lock_path() == lock
+
+
+def test_the_device_line_names_the_openmp_wait_policy_when_one_is_set(monkeypatch):
+    from casebook.benchmark import device_description
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert "OMP_WAIT_POLICY" not in device_description("cpu")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert f"{torch.get_num_threads()} threads, OMP_WAIT_POLICY=PASSIVE (torch" in device_description("cpu")

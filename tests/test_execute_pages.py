@@ -13,7 +13,7 @@ from test_build_config import NOTEBOOK_HEADER
 from booklayout import REPO_ROOT
 from casebook.build_times import (
     PAGE_ENV,
-    THREAD_VARIABLES,
+    WAIT_POLICY,
     PageRun,
     engine_builds_table,
     engine_log_path,
@@ -25,8 +25,7 @@ from casebook.build_times import (
     recorded_runs,
     runs_table,
     save_page_times,
-    share_threads,
-    threads_per_page,
+    share_cores,
 )
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -70,8 +69,8 @@ def _sphinx_build(book: Path) -> subprocess.CompletedProcess:
 
 
 def _execute(book: Path, *args: str) -> subprocess.CompletedProcess:
-    # Without the thread variables a test worker may have set (tests/conftest.py), as in `make build`.
-    environ = {name: value for name, value in os.environ.items() if name not in THREAD_VARIABLES}
+    # Without the wait policy `make unit` sets for its workers, as in `make build`.
+    environ = {name: value for name, value in os.environ.items() if name != WAIT_POLICY}
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts" / "execute_pages.py"), "--root", str(book), *args],
         capture_output=True,
@@ -88,15 +87,12 @@ def test_sphinx_reads_every_page_from_the_cache_and_executes_none(tmp_path):
         {
             "first": _cell("x = 6 * 7\nprint('answer', x)")
             + _cell("import time\ntime.sleep(0.3)", ":tags: [hide-cell]\n\n"),
-            "second": _cell(
-                "import os\nprint('second page ran with', os.environ['OMP_NUM_THREADS'], 'threads')"
-            ),
+            "second": _cell("import os\nprint('OpenMP threads wait:', os.environ['OMP_WAIT_POLICY'])"),
         },
     )
     executed = _execute(book, "--jobs", "2")
     assert executed.returncode == 0, executed.stdout + executed.stderr
-    threads = threads_per_page(2)
-    assert f"2 of 2 pages to execute, 2 at a time, {threads} thread(s) each" in executed.stdout
+    assert "2 of 2 pages to execute, 2 at a time, OMP_WAIT_POLICY=PASSIVE" in executed.stdout
     times = load_page_times(book / "_build" / "page_times.json")
     assert set(times) == {"first.md", "second.md"}
     assert times["first.md"].longest_cell[0] == 1 and times["first.md"].cell_seconds[1] >= 0.3
@@ -107,8 +103,8 @@ def test_sphinx_reads_every_page_from_the_cache_and_executes_none(tmp_path):
     assert log.count("Using cached notebook") == 2, log[-3000:]
     assert "Executing notebook" not in log, "Sphinx executed a page the script had already executed"
     assert "answer 42" in (book / "_build" / "html" / "first.html").read_text()
-    assert f"second page ran with {threads} threads" in (book / "_build" / "html" / "second.html").read_text()
-    assert times["second.md"].threads == threads
+    assert "OpenMP threads wait: PASSIVE" in (book / "_build" / "html" / "second.html").read_text()
+    assert times["second.md"].openmp_wait == "PASSIVE"
 
     again = _execute(book)
     assert "0 of 2 pages to execute" in again.stdout, again.stdout
@@ -128,18 +124,14 @@ def test_a_raising_page_fails_and_the_others_stay_cached(tmp_path):
     assert "1 of 2 pages to execute" in _execute(book, "--dry-run").stdout  # only the failed page again
 
 
-def test_pages_at_once_share_the_cores_out_and_a_readers_choice_wins():
-    assert threads_per_page(2, cores=2) == 1
-    assert threads_per_page(2, cores=16) == 8
-    assert threads_per_page(4, cores=2) == 1  # never zero
-    with pytest.raises(ValueError, match="jobs must be at least 1"):
-        threads_per_page(0, cores=2)
+def test_pages_side_by_side_wait_passively_and_a_readers_choice_wins():
     environ = {}
-    assert share_threads(2, environ) == threads_per_page(2)
-    assert set(environ) == set(THREAD_VARIABLES)
-    assert share_threads(2, {"OMP_NUM_THREADS": "3"}) == 3
-    with pytest.raises(ValueError, match=r"OMP_NUM_THREADS='two' is not a positive whole number"):
-        share_threads(2, {"OMP_NUM_THREADS": "two"})
+    assert share_cores(2, environ) == "PASSIVE" and environ == {WAIT_POLICY: "PASSIVE"}
+    alone = {}
+    assert share_cores(1, alone) is None and alone == {}  # one page at a time: OpenMP's default
+    assert share_cores(2, {WAIT_POLICY: "ACTIVE"}) == "ACTIVE"
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        share_cores(0, {})
 
 
 def test_a_long_error_keeps_its_cell_and_where_it_raised_without_colour_codes():
