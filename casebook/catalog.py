@@ -666,6 +666,22 @@ ENTRIES: tuple[Entry, ...] = (
         page="case_studies/faster_rcnn_dynamic_hw",
     ),
     Entry(
+        id="tensorrt-1d-topk",
+        group="tensorrt",
+        title="`topk` over a one-dimensional tensor",
+        message="at least 2 dimensions are required for input",
+        pattern=r"TOPK\].*at least 2 dimensions are required for input",
+        raised_as="`RuntimeError: Could not get tensor shape.` from Torch-TensorRT, naming a node after "
+        "the `topk`; the builder's log names the TopK layer",
+        exceptions=("RuntimeError",),
+        stages=("tensorrt-build",),
+        means="TensorRT's TopK layer takes inputs of two or more dimensions, and `x.flatten().topk(k)` "
+        'gives it one. "Could not get tensor shape." has other causes too: the builder\'s log line '
+        "tells them apart",
+        fix="`torch_executed_ops={torch.ops.aten.topk.default}` runs the `topk` in PyTorch",
+        page="case_studies/deformable_detr_export",
+    ),
+    Entry(
         id="tensorrt-made-up-profile",
         group="tensorrt",
         title="A size known only at run time gets a made-up engine profile",

@@ -384,6 +384,18 @@ class ScaleByHalfTheBatch(nn.Module):
         return ((x * 2.0 + 1.0).relu() * half - 1.0).sigmoid()
 
 
+class TopScoresOfAFlatList(nn.Module):
+    """The best scores over every position and class, from one flattened list (DETR's post-processing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1))
+
+    def forward(self, x):
+        scores, index = self.features(x).sigmoid().flatten().topk(10)
+        return scores, index % 4
+
+
 class DecodeKeptBoxes(nn.Module):
     """Layers on the boxes NMS kept: the engine after NMS reads a count with no upper bound."""
 
@@ -540,6 +552,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "tensorrt-symbolic-split": lambda: {"model": SplitOffTheFirstTwo(), **_batch_of_six(), "tensorrt": True},
     "tensorrt-symbolic-fill": lambda: {"model": ScaleByHalfTheBatch(), **_batch_of_six(), "tensorrt": True},
+    "tensorrt-1d-topk": lambda: {
+        "model": TopScoresOfAFlatList().eval(),
+        "args": (torch.rand(1, 3, 32, 32),),
+        "tensorrt": True,
+    },
     "tensorrt-made-up-profile": lambda: {
         "model": DecodeKeptBoxes(),
         "args": _fifty_boxes(),

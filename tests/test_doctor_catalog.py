@@ -20,6 +20,7 @@ SLOW = {
     "tensorrt-symbolic-split",
     "tensorrt-symbolic-fill",
     "tensorrt-made-up-profile",
+    "tensorrt-1d-topk",
 }
 
 

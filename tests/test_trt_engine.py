@@ -289,3 +289,43 @@ def test_the_peak_memory_of_a_build_worker_is_its_own_not_its_parents():
     own, inherited = map(float, out.split())
     del ballast
     assert inherited > 600 and own < inherited - 300, (own, inherited)
+
+
+def test_a_build_beside_its_dry_run_names_each_blocks_verdict():
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from casebook.backends.trt_engine import Block, EngineBuild
+
+    message = "Could not get tensor shape.\nWhile executing %add_5 : [num_users=1] = call_function[target=torch.ops.aten.add.Tensor]"
+    build = EngineBuild(
+        blocks=(
+            Block(
+                "tensorrt",
+                "_run_on_acc_0",
+                {"aten.add.Tensor": 3},
+                "failed",
+                error_type="RuntimeError",
+                error_message=message,
+            ),
+            Block("torch", "_run_on_gpu_1", {"aten.index.Tensor": 1}, "pytorch"),
+            Block("tensorrt", "_run_on_acc_2", {"aten.mul.Tensor": 2}, "built", engine_bytes=2_500_000),
+        ),
+        versions={},
+        stand_ins=(),
+        settings={},
+        seconds=1.0,
+        peak_rss_mb=1.0,
+        engine_dir=Path("/nowhere"),
+    )
+    dry_run = SimpleNamespace(blocks=[SimpleNamespace(kind="tensorrt", name="_run_on_acc_0")])
+    frame = build.against_dry_run(dry_run).data
+    assert list(frame.index) == ["_run_on_acc_0", "_run_on_acc_2"]
+    assert frame.loc["_run_on_acc_0"].to_dict() == {
+        "ops": 3,
+        "dry run": "engine",
+        "build": "RuntimeError: Could not get tensor shape.",
+        "failed at": "aten.add.Tensor",
+    }
+    assert frame.loc["_run_on_acc_2", "dry run"] == "not a block"
+    assert frame.loc["_run_on_acc_2", "build"] == "engine, 2.5 MB"

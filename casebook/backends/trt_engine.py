@@ -269,6 +269,27 @@ class EngineBuild:
             )
         return pd.DataFrame(rows).set_index("block")
 
+    def against_dry_run(self, dry_run):
+        """Each TensorRT block of this build beside what the dry run (`trt_coverage.coverage_report`)
+        said of it: a styled frame that shows each refusal's whole first line."""
+        import pandas as pd
+
+        promised = {block.name for block in dry_run.blocks if block.kind == "tensorrt"}
+        frame = pd.DataFrame(
+            {
+                "block": block.name,
+                "ops": block.op_count,
+                "dry run": "engine" if block.name in promised else "not a block",
+                "build": f"engine, {block.engine_bytes / 1e6:.1f} MB"
+                if block.status == "built"
+                else block.error,
+                "failed at": block.failing_node[1] if block.failing_node else "",
+            }
+            for block in self.blocks
+            if block.kind == "tensorrt"
+        ).set_index("block")
+        return frame.style.set_properties(**{"text-align": "left", "white-space": "normal"})
+
     def summary(self) -> str:
         trt = [b for b in self.blocks if b.kind == "tensorrt"]
         return (
