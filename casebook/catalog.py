@@ -670,7 +670,6 @@ ENTRIES: tuple[Entry, ...] = (
         group="tensorrt",
         title="`topk` over a one-dimensional tensor",
         message="at least 2 dimensions are required for input",
-        pattern=r"TOPK\].*at least 2 dimensions are required for input",
         raised_as="`RuntimeError: Could not get tensor shape.` from Torch-TensorRT, naming a node after "
         "the `topk`; the builder's log names the TopK layer",
         exceptions=("RuntimeError",),
