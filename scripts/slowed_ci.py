@@ -17,9 +17,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from casebook import REPO_ROOT
-
+# Its own root, not casebook.REPO_ROOT: this script runs before the venv (and the package) exists.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 from casebook.busy import busy_cores  # noqa: E402  (stdlib only: runs before the venv exists)
 

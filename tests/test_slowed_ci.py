@@ -30,3 +30,16 @@ def test_a_command_past_the_limit_is_stopped():
 def test_a_bad_limit_is_refused():
     result = _run("--limit-min", "0")
     assert result.returncode == 2 and "--limit-min must be positive, not 0.0" in result.stderr
+
+
+def test_it_runs_without_the_installed_packages_as_before_the_venv_exists(tmp_path):
+    # -S: no site-packages, so neither the casebook package nor anything pip installed is importable.
+    result = subprocess.run(
+        [sys.executable, "-S", SCRIPT, "--limit-min", "1", "--", sys.executable, "-c", "pass"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "exit status 0 after" in result.stdout
