@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from casebook import REPO_ROOT
+from casebook.build_times import WAIT_POLICY
 from casebook.inputs import as_args, first_device
 
 MIN_RUNS = 20
@@ -350,8 +351,8 @@ def device_description(device: torch.device | str) -> str:
         return f"CUDA {torch.cuda.get_device_name(device)} (torch {torch.__version__})"
     cpu = _cpu_model_name() or platform.processor() or platform.machine()
     # The book build sets a passive wait when two pages share the cores (casebook.build_times.share_cores).
-    policy = os.environ.get("OMP_WAIT_POLICY")
-    waits = f", OMP_WAIT_POLICY={policy}" if policy else ""
+    policy = os.environ.get(WAIT_POLICY)
+    waits = f", {WAIT_POLICY}={policy}" if policy else ""
     return f"CPU {cpu}, {torch.get_num_threads()} threads{waits} (torch {torch.__version__})"
 
 
