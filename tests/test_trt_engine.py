@@ -20,6 +20,7 @@ from casebook.backends.trt_engine import (
     Profile,
     TensorRTForRTXMissingError,
     build_engines,
+    start_engine_builds,
 )
 
 NMS = "torch.ops.torchvision.nms.default"
@@ -106,6 +107,7 @@ def test_a_profile_wider_than_the_program_is_refused(small_program, tmp_path):
     with pytest.raises(EngineCompileError, match="exceeds the exported program's max") as caught:
         build_engines(program, (example,), profiles=[too_wide], engine_dir=tmp_path)
     assert caught.value.original_type == "ValueError" and caught.value.build.blocks == ()
+    assert "exceeds the exported program's max" in caught.value.traceback.splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +221,53 @@ def test_a_missing_rtx_install_names_the_make_variable(small_program, monkeypatc
         monkeypatch.setenv("CASEBOOK_TENSORRT_RTX", str(tmp_path))
         with pytest.raises(TensorRTForRTXMissingError, match=f"not in {tmp_path}.*CASEBOOK_TENSORRT_RTX"):
             build_engines(program, (example,))
+
+
+def test_builds_started_together_give_what_each_build_gives(small_program, nonzero_program, tmp_path):
+    program, example = small_program
+    other, other_example = nonzero_program
+    pending = start_engine_builds(
+        {
+            "small": (program, (example,), {"min_block_size": 1}),
+            "nonzero": (other, (other_example,), {"min_block_size": 1}),
+            "nonzero moved": (
+                other,
+                (other_example,),
+                {"min_block_size": 1, "torch_executed_ops": {NONZERO}},
+            ),
+        },
+        engine_root=tmp_path,
+    )
+    builds = pending.result()
+    assert pending.done() and list(builds) == ["small", "nonzero", "nonzero moved"]
+    assert [(len(b.engines), len(b.failed)) for b in builds.values()] == [(1, 0), (0, 1), (1, 0)]
+    assert builds["small"].engines[0].engine_path.parent == tmp_path / "0"
+    assert pending.result() == builds  # collected once: the workers' folders are gone
+    assert not any(request.tmp_dir.exists() for request in pending._requests.values())
+
+
+def test_an_error_in_builds_started_together_names_its_label(small_program, tmp_path):
+    program, example = small_program
+    too_wide = Profile((1, 3, 16, 16), (4, 3, 16, 16), (32, 3, 16, 16))
+    pending = start_engine_builds(
+        {"too wide": (program, (example,), {"profiles": [too_wide]})}, engine_root=tmp_path
+    )
+    with pytest.raises(
+        EngineCompileError, match=r"^\[too wide\] torch_tensorrt.dynamo.compile raised ValueError"
+    ):
+        pending.result()
+
+
+def test_builds_started_together_refuse_bad_arguments(small_program):
+    program, example = small_program
+    with pytest.raises(ValueError, match="at least one build"):
+        start_engine_builds({})
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        start_engine_builds({"a": (program, (example,), {})}, jobs=0)
+    with pytest.raises(TypeError, match=r"builds\['a'\] must be \(program, example inputs, keywords\)"):
+        start_engine_builds({"a": (program, (example,))})
+    with pytest.raises(TypeError, match="load a saved program with torch.export.load first"):
+        start_engine_builds({"a": ("program.pt2", (example,), {})})
 
 
 def test_a_worker_past_its_time_is_stopped(small_program, tmp_path):

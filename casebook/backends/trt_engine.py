@@ -28,11 +28,13 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,14 +87,16 @@ class EngineCompileError(RuntimeError):
     """``torch_tensorrt.dynamo.compile`` raised: Torch-TensorRT or TensorRT refused the graph.
 
     The exception cannot cross the process boundary, so its type name and message are kept in
-    `original_type` and `original_message` (``str()`` starts with both), and `build` holds the blocks
-    recorded before it was raised (the failed block last, when a block's build raised).
+    `original_type` and `original_message` (``str()`` starts with both), `traceback` is the worker's
+    formatted traceback of it, and `build` holds the blocks recorded before it was raised (the failed
+    block last, when a block's build raised).
     """
 
-    def __init__(self, original_type: str, original_message: str, build: EngineBuild):
+    def __init__(self, original_type: str, original_message: str, build: EngineBuild, traceback: str = ""):
         self.original_type = original_type
         self.original_message = original_message
         self.build = build
+        self.traceback = traceback
         super().__init__(f"torch_tensorrt.dynamo.compile raised {original_type}: {original_message}")
 
 
@@ -432,9 +436,80 @@ def build_engines(
             a block's build, such as the partitioner or a profile outside the program's range).
         EngineBuildError: the worker crashed, could not import Torch-TensorRT, or ran out of time.
     """
+    request = _prepare(
+        exported_program,
+        example_inputs,
+        profiles=profiles,
+        keep_going=keep_going,
+        engine_dir=engine_dir,
+        save_module=save_module,
+        save_formats=save_formats,
+        timeout_s=timeout_s,
+        import_modules=import_modules,
+        pytree_registrations=pytree_registrations,
+        settings=settings,
+    )
+    try:
+        start = time.perf_counter()
+        result, stderr = run_worker(WORKER_MODULE, request.tmp_dir, timeout_s)
+        return _finish(request, result, stderr, time.perf_counter() - start)
+    finally:
+        request.remove()
+
+
+# build_engines's own keywords; the others are dynamo.compile settings
+_BUILD_KEYWORDS = frozenset(
+    {
+        "profiles",
+        "keep_going",
+        "engine_dir",
+        "save_module",
+        "save_formats",
+        "timeout_s",
+        "import_modules",
+        "pytree_registrations",
+    }
+)
+
+
+@dataclass
+class _Request:
+    """One build, saved for its worker: the folder holding ``program.pt2`` and ``request.pt``."""
+
+    tmp_dir: Path
+    engine_dir: Path
+    save_module: bool
+    timeout_s: float
+
+    def remove(self) -> None:
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+
+
+def _prepare(
+    exported_program: torch.export.ExportedProgram,
+    example_inputs: Sequence[Any] | torch.Tensor,
+    *,
+    profiles: Sequence[Profile] | None = None,
+    keep_going: bool = True,
+    engine_dir: str | os.PathLike[str] | None = None,
+    save_module: bool = False,
+    save_formats: Sequence[str] = (),
+    timeout_s: float = 900,
+    import_modules: Sequence[str] = (),
+    pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    settings: Mapping[str, Any] | None = None,
+    saved_program: Path | None = None,
+) -> _Request:
+    """Check the arguments and save the program and the request for a worker. ``saved_program``: a
+    file `torch.export.save` already wrote for this program, linked instead of saving it again."""
     _check_install()
+    if not isinstance(exported_program, torch.export.ExportedProgram):
+        raise TypeError(
+            f"build_engines takes a torch.export.ExportedProgram, got {type(exported_program).__name__}: "
+            "load a saved program with torch.export.load first"
+        )
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
-    checked = _check_settings(settings)
+    checked = _check_settings(settings or {})
     profile_specs = _check_profiles(profiles, args)
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
@@ -455,13 +530,25 @@ def build_engines(
         "import_modules": _modules_for(exported_program, import_modules),
         "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
     }
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="casebook-trt-build-") as tmp:
-        tmp_dir = Path(tmp)
-        torch.export.save(exported_program, str(tmp_dir / "program.pt2"))
+    tmp_dir = Path(tempfile.mkdtemp(prefix="casebook-trt-build-"))
+    try:
+        program_path = tmp_dir / "program.pt2"
+        if saved_program is not None:
+            try:
+                os.link(saved_program, program_path)
+            except OSError:  # another file system
+                shutil.copyfile(saved_program, program_path)
+        else:
+            torch.export.save(exported_program, str(program_path))
         torch.save(request, tmp_dir / "request.pt")
-        result, stderr = run_worker(WORKER_MODULE, tmp_dir, timeout_s)
-    seconds = time.perf_counter() - start
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    return _Request(tmp_dir, engine_dir, bool(save_module), timeout_s)
+
+
+def _finish(request: _Request, result: Mapping[str, Any], stderr: str, seconds: float) -> EngineBuild:
+    """The worker's result as an `EngineBuild`, recorded for the build report; raises what the build raised."""
     if not result["ok"]:
         hint = f" {_INSTALL_HINT}" if result.get("phase") == "import" else ""
         raise EngineBuildError(
@@ -469,7 +556,7 @@ def build_engines(
             f"{result['error_type']}: {result['message']}.{hint}",
             stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
         )
-    build = _build_from(result, engine_dir, save_module)
+    build = _build_from(result, request.engine_dir, request.save_module)
     # The build report adds these up: what real builds cost a book build (saving, worker start-up included).
     record_engine_build(
         {
@@ -481,8 +568,104 @@ def build_engines(
     )
     error = result.get("compile_error")
     if error is not None:
-        raise EngineCompileError(error["error_type"], error["message"], build)
+        raise EngineCompileError(error["error_type"], error["message"], build, error.get("traceback", ""))
     return build
+
+
+def start_engine_builds(
+    builds: Mapping[
+        str, tuple[torch.export.ExportedProgram, Sequence[Any] | torch.Tensor, Mapping[str, Any]]
+    ],
+    *,
+    jobs: int = 2,
+    engine_root: str | os.PathLike[str] | None = None,
+    timeout_s: float = 900,
+) -> PendingEngineBuilds:
+    """`build_engines` for several programs, ``jobs`` workers at a time, started and not waited for.
+
+    ``builds`` maps a label to (program, example inputs, `build_engines` keywords). Everything that
+    touches PyTorch (checking, saving each program once however many builds share it) happens here,
+    before this returns; the background threads only wait for worker processes, so this process may go
+    on with its own work (export included) meanwhile. ``engine_root``: each build's engines go to
+    ``engine_root/<n>`` (n: the build's position in ``builds``), unless its keywords name an
+    ``engine_dir``. `PendingEngineBuilds.result` waits and returns ``{label: EngineBuild}``.
+    """
+    if not builds:
+        raise ValueError("start_engine_builds needs at least one build, got an empty mapping")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    requests: dict[str, _Request] = {}
+    saved: dict[int, Path] = {}  # id(program) -> the first request's program.pt2
+    try:
+        for number, (label, build) in enumerate(builds.items()):
+            if not (isinstance(build, tuple) and len(build) == 3):
+                raise TypeError(
+                    f"builds[{label!r}] must be (program, example inputs, keywords), e.g. "
+                    f"(program, (image,), {{'min_block_size': 5}}); got {type(build).__name__}"
+                )
+            program, inputs, keywords = build
+            keywords = dict(keywords)
+            if engine_root is not None:
+                keywords.setdefault("engine_dir", Path(engine_root) / str(number))
+            keywords.setdefault("timeout_s", timeout_s)
+            named = {k: keywords.pop(k) for k in list(keywords) if k in _BUILD_KEYWORDS}
+            request = _prepare(
+                program, inputs, **named, settings=keywords, saved_program=saved.get(id(program))
+            )
+            saved.setdefault(id(program), request.tmp_dir / "program.pt2")
+            requests[label] = request
+    except BaseException:
+        for request in requests.values():
+            request.remove()
+        raise
+    return PendingEngineBuilds(requests, jobs)
+
+
+class PendingEngineBuilds:
+    """Engine builds under way in worker processes (`start_engine_builds`)."""
+
+    def __init__(self, requests: Mapping[str, _Request], jobs: int):
+        self._requests = dict(requests)
+        self._builds: dict[str, EngineBuild] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="engine-build")
+        self._futures = {
+            label: self._pool.submit(_run_timed, request) for label, request in self._requests.items()
+        }
+        self._pool.shutdown(wait=False)
+
+    def done(self) -> bool:
+        """Whether every build has finished; `result` then returns at once."""
+        return all(future.done() for future in self._futures.values())
+
+    def result(self) -> dict[str, EngineBuild]:
+        """Wait for every build; ``{label: EngineBuild}`` in the order given, or the first error met in
+        that order (`EngineCompileError`, `EngineBuildError`), its label first in the message. The
+        workers' files are removed then; the engines stay."""
+        if self._builds is not None:
+            return dict(self._builds)
+        try:
+            builds = {}
+            for label, future in self._futures.items():
+                try:
+                    result, stderr, seconds = future.result()
+                    builds[label] = _finish(self._requests[label], result, stderr, seconds)
+                except (EngineCompileError, EngineBuildError) as error:
+                    error.args = (f"[{label}] {error.args[0]}", *error.args[1:])
+                    raise
+            self._builds = builds
+            return dict(builds)
+        finally:
+            for future in self._futures.values():
+                future.cancel()
+            wait(list(self._futures.values()))
+            for request in self._requests.values():
+                request.remove()
+
+
+def _run_timed(request: _Request) -> tuple[dict[str, Any], str, float]:
+    start = time.perf_counter()
+    result, stderr = run_worker(WORKER_MODULE, request.tmp_dir, request.timeout_s)
+    return result, stderr, time.perf_counter() - start
 
 
 def run_worker(
