@@ -270,6 +270,31 @@ def test_builds_started_together_refuse_bad_arguments(small_program):
         start_engine_builds({"a": ("program.pt2", (example,), {})})
 
 
+def test_a_build_counts_its_refusals_by_catalog_entry_and_the_ops_in_its_engines(tmp_path):
+    def block(name, status, ops, error_type=None, message=None):
+        kind = "torch" if status == "pytorch" else "tensorrt"
+        return trt_engine.Block(kind, name, ops, status, error_type=error_type, error_message=message)
+
+    nonzero = "This is only available in non TensorRT-RTX environments, currently running in TensorRT-RTX"
+    build = trt_engine.EngineBuild(
+        blocks=(
+            block("_run_on_acc_0", "built", {"conv": 6}),
+            block("_run_on_gpu_1", "pytorch", {"nms": 1}),
+            block("_run_on_acc_2", "failed", {"nonzero": 1, "gt": 2}, "NotImplementedError", nonzero),
+            block("_run_on_acc_4", "failed", {"add": 1}, "NotImplementedError", nonzero),
+            block("_run_on_acc_6", "failed", {"mul": 1}, "RuntimeError", "something new"),
+        ),
+        versions={},
+        stand_ins=(),
+        settings={},
+        seconds=1.0,
+        peak_rss_mb=1.0,
+        engine_dir=tmp_path,
+    )
+    assert build.refusals() == {"not in the catalog": 1, "tensorrt-rtx-nonzero": 2}
+    assert build.ops_in_engines == 6 / 12
+
+
 def test_a_worker_past_its_time_is_stopped(small_program, tmp_path):
     program, example = small_program
     with pytest.raises(EngineBuildError, match="did not finish within 0.5 s"):

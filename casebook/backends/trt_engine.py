@@ -43,6 +43,7 @@ import torch
 
 from .. import REPO_ROOT
 from ..build_times import record_engine_build
+from ..catalog import classify
 from ..env import TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
 from .cache import cache_key, default_cache_dir
 from .trt_coverage import _modules_for, _op_name, _registration_name, _tail
@@ -252,6 +253,23 @@ class EngineBuild:
     @property
     def engine_bytes(self) -> int:
         return sum(b.engine_bytes or 0 for b in self.engines)
+
+    @property
+    def ops_in_engines(self) -> float:
+        """The share of the partitioned graph's ops that are in built engines (a failed block's ops run
+        in PyTorch)."""
+        total = sum(b.op_count for b in self.blocks)
+        return sum(b.op_count for b in self.engines) / total if total else 0.0
+
+    def refusals(self) -> dict[str, int]:
+        """How many failed blocks each catalog entry explains, by entry id (`casebook.catalog`);
+        "not in the catalog" counts the others."""
+        counts: dict[str, int] = {}
+        for block in self.failed:
+            entry = classify(block.as_exception(), "tensorrt-build")
+            key = entry.id if entry is not None else "not in the catalog"
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
 
     def to_frame(self):
         """One row per block, in graph order."""
