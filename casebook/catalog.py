@@ -681,6 +681,40 @@ ENTRIES: tuple[Entry, ...] = (
         page="case_studies/deformable_detr_export",
     ),
     Entry(
+        id="tensorrt-opt-clash",
+        group="tensorrt",
+        title="Two inputs of one engine disagree at their made-up opt sizes",
+        message="kOPT values for profile 0 violate shape constraints",
+        raised_as="`RuntimeError: TensorRT build_serialized_network returned None`: the reason is only "
+        "in the builder's log",
+        exceptions=("RuntimeError",),
+        stages=("tensorrt-build",),
+        means="a block takes one count known only at run time twice, bare (`n`) and as an expression "
+        "(`90 * n`); Torch-TensorRT makes up each input's opt on its own (`min + max / 2`, after "
+        "lowering a bare minimum of 2 to 1), so at opt the two describe different counts and a "
+        "reshape that relates them would change the number of elements",
+        fix="run the reshape in PyTorch (`torch_executed_ops={torch.ops.aten._reshape_copy.default}`), "
+        "or compute the expression inside the block so that it takes the count once",
+        page="case_studies/faster_rcnn_dynamic_hw",
+    ),
+    Entry(
+        id="tensorrt-copy-at-block-edge",
+        group="tensorrt",
+        title="A dtype cast refused at the edge of a TensorRT block",
+        message="Conversion of function torch._ops.aten.aten::_to_copy not currently supported!",
+        raised_as="`UnsupportedOperatorException` from Torch-TensorRT's interpreter, in a block the "
+        "partitioner accepted",
+        exceptions=("RuntimeError",),
+        stages=("tensorrt-build",),
+        means="a cast (`.float()`, `.to(dtype)`) reads an input of its TensorRT block and is one of its "
+        "outputs, and its shape is dynamic: the partitioner judged the cast in the whole graph, where "
+        "its input is an operator; in the block only the converter for casts of a placeholder applies, "
+        "and that one takes no dynamic shapes. Moving an operator to PyTorch can put a cast there",
+        fix="move fewer operators to PyTorch (only those the build refused), or add "
+        "`torch.ops.aten._to_copy.default` to `torch_executed_ops`",
+        page="case_studies/torchvision_detection_zoo",
+    ),
+    Entry(
         id="tensorrt-made-up-profile",
         group="tensorrt",
         title="A size known only at run time gets a made-up engine profile",

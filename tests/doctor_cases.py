@@ -408,6 +408,30 @@ class DecodeKeptBoxes(nn.Module):
         return (self.head(boxes[keep]).sigmoid() * 2.0 - 1.0).relu()
 
 
+class PoolEachClassOfTheKept(nn.Module):
+    """For each box NMS kept, one region per class (90 n rows, pooled in PyTorch by `roi_align`), then
+    reshaped by the kept count n: the engine after `roi_align` takes n bare and as 90 n, and the opt
+    sizes Torch-TensorRT makes up for the two disagree."""
+
+    def forward(self, boxes, scores, feature):
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        kept = boxes[keep]
+        per_class = kept.repeat(1, 90).reshape(-1, 4)
+        rois = torch.cat([torch.zeros_like(per_class[:, :1]), per_class], 1)
+        pooled = torchvision.ops.roi_align(feature, rois, 1)
+        x = pooled.reshape(kept.shape[0], 90, pooled.shape[1]) * kept.sum(1)[:, None, None]
+        return ((x.relu() * 2.0 + 1.0).sigmoid() - 0.5).abs()
+
+
+class KeptIndicesAsFloat(nn.Module):
+    """The indices NMS kept, returned as floats beside a sum over them: the cast reads the block's input
+    and is its output, where the converter that takes dynamic shapes does not apply."""
+
+    def forward(self, boxes, scores):
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        return keep.float(), ((keep * 2 + 1) * keep - 3).sum()
+
+
 def _batch_of_six() -> dict:
     return {"args": (torch.randn(6, 8),), "dynamic_shapes": ({0: Dim("batch", min=4, max=16)},)}
 
@@ -555,6 +579,16 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "tensorrt-1d-topk": lambda: {
         "model": TopScoresOfAFlatList().eval(),
         "args": (torch.rand(1, 3, 32, 32),),
+        "tensorrt": True,
+    },
+    "tensorrt-opt-clash": lambda: {
+        "model": PoolEachClassOfTheKept(),
+        "args": (*_fifty_boxes(), torch.rand(1, 8, 32, 32, generator=torch.Generator().manual_seed(2))),
+        "tensorrt": True,
+    },
+    "tensorrt-copy-at-block-edge": lambda: {
+        "model": KeptIndicesAsFloat(),
+        "args": _fifty_boxes(),
         "tensorrt": True,
     },
     "tensorrt-made-up-profile": lambda: {

@@ -21,6 +21,8 @@ SLOW = {
     "tensorrt-symbolic-fill",
     "tensorrt-made-up-profile",
     "tensorrt-1d-topk",
+    "tensorrt-copy-at-block-edge",
+    "tensorrt-opt-clash",
 }
 
 
