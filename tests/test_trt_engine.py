@@ -258,6 +258,20 @@ def test_an_error_in_builds_started_together_names_its_label(small_program, tmp_
         pending.result()
 
 
+def test_a_build_past_its_time_stops_its_worker_and_a_fresh_one_takes_the_next(small_program, tmp_path):
+    program, example = small_program
+    one = (program, (example,), {"min_block_size": 1})
+    pending = start_engine_builds(
+        {"first": one, "slow": (program, (example,), {"min_block_size": 1, "timeout_s": 0.1}), "after": one},
+        jobs=1,
+        engine_root=tmp_path,
+    )
+    with pytest.raises(EngineBuildError, match=r"^\[slow\] the engine build did not finish within 0.1 s"):
+        pending.result()
+    # one worker built "first", was stopped during "slow", and a new one built "after"
+    assert list((tmp_path / "0").glob("*.engine")) and list((tmp_path / "2").glob("*.engine"))
+
+
 def test_builds_started_together_refuse_bad_arguments(small_program):
     program, example = small_program
     with pytest.raises(ValueError, match="at least one build"):

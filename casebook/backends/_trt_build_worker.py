@@ -1,6 +1,9 @@
 """Subprocess entry point for `casebook.backends.trt_engine`: real TensorRT engine builds.
 
-Run as ``python -m casebook.backends._trt_build_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
+Run as ``python -m casebook.backends._trt_build_worker REQUEST_DIR``, or with ``--serve`` to build one
+request after another in one process: it reads a request folder per line on stdin and writes the
+folder back on stdout when its result is written (worker start-up, importing torch and Torch-TensorRT,
+is then paid once). ``REQUEST_DIR`` holds
 ``program.pt2`` (from `torch.export.save`) and ``request.pt`` (example inputs, optional input
 profiles, the `dynamo.compile` settings, where to write engines); the worker writes ``result.json``
 there and exits 0 also when the compile raised, so the parent can tell "Torch-TensorRT or TensorRT
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import operator
+import os
 import re
 import resource
 import sys
@@ -101,7 +105,21 @@ def _error(exc: BaseException) -> dict[str, str]:
     }
 
 
+# What a serving worker did once and must not do again: wrap Torch-TensorRT, register pytree types.
+_ONCE: dict[str, Any] = {"torch_tensorrt": None, "stand_ins": [], "versions": {}, "registered": set()}
+# The request being built: the wrappers of _watch_blocks read it.
+_CURRENT: dict[str, Any] = {}
+
+
 def _import_torch_tensorrt(state: dict[str, Any]) -> Any:
+    if _ONCE["torch_tensorrt"] is None:
+        _ONCE["torch_tensorrt"] = _first_import_torch_tensorrt(_ONCE)
+    state["stand_ins"] = list(_ONCE["stand_ins"])
+    state["versions"] = dict(_ONCE["versions"])
+    return _ONCE["torch_tensorrt"]
+
+
+def _first_import_torch_tensorrt(state: dict[str, Any]) -> Any:
     import importlib
 
     import torch
@@ -136,7 +154,12 @@ def _import_torch_tensorrt(state: dict[str, Any]) -> Any:
 
 
 def _watch_blocks(keep_going: bool, engine_dir: Path, blocks: list[dict[str, Any]]) -> None:
-    """Wrap ``convert_module`` (one call per TensorRT block) and the builder config (layer list)."""
+    """Wrap ``convert_module`` (one call per TensorRT block) and the builder config (layer list), once
+    per process; each request sets what the wrappers record into."""
+    _CURRENT.update(keep_going=keep_going, engine_dir=engine_dir, blocks=blocks)
+    if _ONCE.get("watching"):
+        return
+    _ONCE["watching"] = True
     import tensorrt
     from torch_tensorrt.dynamo import _compiler
     from torch_tensorrt.dynamo.conversion import _TRTInterpreter
@@ -156,8 +179,9 @@ def _watch_blocks(keep_going: bool, engine_dir: Path, blocks: list[dict[str, Any
     trt_log.propagate = False
 
     def convert_module(module: Any, inputs: Any, *args: Any, name: str = "", **kwargs: Any) -> Any:
+        engine_dir = _CURRENT["engine_dir"]
         block = {"name": name, "ops": _op_counts(module), "profile": _profile(inputs, module)}
-        blocks.append(block)
+        _CURRENT["blocks"].append(block)
         collect = _Collect()
         trt_log.addHandler(collect)
         start = time.perf_counter()
@@ -165,7 +189,7 @@ def _watch_blocks(keep_going: bool, engine_dir: Path, blocks: list[dict[str, Any
             converted = real_convert(module, inputs, *args, name=name, **kwargs)
         except Exception as exc:
             block.update(status="failed", seconds=time.perf_counter() - start, **_error(exc))
-            if not keep_going:
+            if not _CURRENT["keep_going"]:
                 raise
             # Recorded above and reported per block; the block's graph stays PyTorch, so the next
             # blocks are still built (a plain dynamo.compile would stop here).
@@ -225,7 +249,9 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         importlib.import_module(name)  # registers custom ops the saved program refers to
     state["phase"] = "pytree_registrations"
     for target in request["pytree_registrations"]:
-        _import_callable(target)()
+        if target not in _ONCE["registered"]:  # a serving worker registers each type once
+            _import_callable(target)()
+            _ONCE["registered"].add(target)
     state["phase"] = "import"
     torch_tensorrt = _import_torch_tensorrt(state)
     state["phase"] = "load"
@@ -317,14 +343,35 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # no /proc: the best there is
 
 
-def main(argv: list[str]) -> int:
-    request_dir = Path(argv[1])
+def _reset_peak_rss() -> None:
+    """Start this process's memory high-water mark (VmHWM) again from its current size, so that a
+    serving worker reports each build's own peak (Linux: "5" to /proc/self/clear_refs)."""
+    clear_refs = Path("/proc/self/clear_refs")
+    if clear_refs.exists():
+        clear_refs.write_text("5")
+
+
+def build_one(request_dir: Path) -> None:
     state: dict[str, Any] = {"phase": "start"}
     try:
         result = run(request_dir, state)
     except BaseException as exc:  # reported to the parent, which raises
         result = {**state, "ok": False, **_error(exc)}
     (request_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+def main(argv: list[str]) -> int:
+    if argv[1:] != ["--serve"]:
+        build_one(Path(argv[1]))
+        return 0
+    # The parent reads answers from stdout: whatever else a build writes there (Python or C) goes to stderr.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    for number, line in enumerate(sys.stdin):
+        if number:
+            _reset_peak_rss()
+        build_one(Path(line.strip()))
+        print(line.strip(), file=answers, flush=True)  # the parent waits for this line
     return 0
 
 

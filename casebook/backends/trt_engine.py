@@ -27,14 +27,16 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -640,20 +642,51 @@ def start_engine_builds(
 
 
 class PendingEngineBuilds:
-    """Engine builds under way in worker processes (`start_engine_builds`)."""
+    """Engine builds under way (`start_engine_builds`): ``jobs`` worker processes, each building one
+    request after another (``--serve``), so that importing torch and Torch-TensorRT is paid once per
+    worker instead of once per build. A worker that crashes or runs past a build's ``timeout_s`` is
+    stopped, that build fails with `EngineBuildError`, and a fresh worker takes the next one."""
 
     def __init__(self, requests: Mapping[str, _Request], jobs: int):
         self._requests = dict(requests)
         self._builds: dict[str, EngineBuild] | None = None
-        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="engine-build")
-        self._futures = {
-            label: self._pool.submit(_run_timed, request) for label, request in self._requests.items()
-        }
-        self._pool.shutdown(wait=False)
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        for label in self._requests:
+            self._queue.put(label)
+        self._outcomes: dict[str, Future] = {label: Future() for label in self._requests}
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"engine-build-{n}", daemon=True)
+            for n in range(min(jobs, len(self._requests)))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _serve(self) -> None:
+        """One worker thread: hand the queued builds, one at a time, to a serving worker process."""
+        worker: _ServingWorker | None = None
+        try:
+            while True:
+                try:
+                    label = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+                request = self._requests[label]
+                if worker is None:
+                    worker = _ServingWorker()
+                try:
+                    outcome = worker.build(request)
+                except EngineBuildError as error:
+                    worker = None  # stopped by build(); the next build gets a fresh one
+                    self._outcomes[label].set_exception(error)
+                else:
+                    self._outcomes[label].set_result(outcome)
+        finally:
+            if worker is not None:
+                worker.close()
 
     def done(self) -> bool:
         """Whether every build has finished; `result` then returns at once."""
-        return all(future.done() for future in self._futures.values())
+        return all(outcome.done() for outcome in self._outcomes.values())
 
     def result(self) -> dict[str, EngineBuild]:
         """Wait for every build; ``{label: EngineBuild}`` in the order given, or the first error met in
@@ -663,9 +696,9 @@ class PendingEngineBuilds:
             return dict(self._builds)
         try:
             builds = {}
-            for label, future in self._futures.items():
+            for label, outcome in self._outcomes.items():
                 try:
-                    result, stderr, seconds = future.result()
+                    result, stderr, seconds = outcome.result()
                     builds[label] = _finish(self._requests[label], result, stderr, seconds)
                 except (EngineCompileError, EngineBuildError) as error:
                     error.args = (f"[{label}] {error.args[0]}", *error.args[1:])
@@ -673,17 +706,85 @@ class PendingEngineBuilds:
             self._builds = builds
             return dict(builds)
         finally:
-            for future in self._futures.values():
-                future.cancel()
-            wait(list(self._futures.values()))
+            while True:  # builds not started yet are dropped
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            for thread in self._threads:
+                thread.join()
             for request in self._requests.values():
                 request.remove()
 
 
-def _run_timed(request: _Request) -> tuple[dict[str, Any], str, float]:
-    start = time.perf_counter()
-    result, stderr = run_worker(WORKER_MODULE, request.tmp_dir, request.timeout_s)
-    return result, stderr, time.perf_counter() - start
+class _ServingWorker:
+    """A build worker started with ``--serve``: request folders in on stdin, the same folder back on
+    stdout when its ``result.json`` is written. Its stderr goes to a file; each build's part of it is
+    kept with that build's result."""
+
+    def __init__(self):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [*worker_path(), str(REPO_ROOT), env.get("PYTHONPATH")])
+        )
+        self._stderr = tempfile.NamedTemporaryFile(
+            "w", prefix="casebook-trt-worker-", suffix=".stderr", delete=False
+        )
+        self._started = time.perf_counter()  # the first build's seconds include the start-up
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE, "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            text=True,
+        )
+
+    def build(self, request: _Request) -> tuple[dict[str, Any], str, float]:
+        """Build one request: (result, its stderr, seconds); raises `EngineBuildError` (the worker is
+        then stopped) when the worker crashes or runs past the request's ``timeout_s``."""
+        start = min(self._started, time.perf_counter())
+        self._started = float("inf")
+        offset = Path(self._stderr.name).stat().st_size
+        expired = threading.Event()
+
+        def stop() -> None:
+            expired.set()
+            self._process.kill()
+
+        timer = threading.Timer(request.timeout_s, stop)
+        timer.start()
+        try:
+            self._process.stdin.write(f"{request.tmp_dir}\n")
+            self._process.stdin.flush()
+            answer = self._process.stdout.readline().strip()
+        except OSError:  # the worker is gone (BrokenPipeError)
+            answer = ""
+        finally:
+            timer.cancel()
+        with open(self._stderr.name, errors="replace") as log:
+            log.seek(offset)
+            stderr = log.read()
+        result_path = request.tmp_dir / "result.json"
+        if answer == str(request.tmp_dir) and result_path.exists():
+            return json.loads(result_path.read_text()), stderr, time.perf_counter() - start
+        self.close()
+        if expired.is_set():
+            message = f"the engine build did not finish within {request.timeout_s} s"
+        else:
+            message = f"the build worker exited with status {self._process.returncode} without a result"
+        raise EngineBuildError(message, stderr_tail=_tail(stderr))
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._stderr.close()
+        Path(self._stderr.name).unlink(missing_ok=True)
 
 
 def run_worker(
