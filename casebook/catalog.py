@@ -698,6 +698,21 @@ ENTRIES: tuple[Entry, ...] = (
         page="case_studies/faster_rcnn_dynamic_hw",
     ),
     Entry(
+        id="tensorrt-strided-slice-write",
+        group="tensorrt",
+        title="An in-place write to a strided slice (`x[:, 0::2] *= s`)",
+        message="array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size.",
+        raised_as="`ValueError` from NumPy, in the `aten.slice_scatter` converter",
+        exceptions=("ValueError",),
+        stages=("tensorrt-build",),
+        means="an in-place write to a slice with a step and no end (detectron2's `Boxes.scale`: "
+        "`boxes[:, 0::2] *= scale_x`) is exported as `slice_scatter` with PyTorch's open end, "
+        "2**63 - 1; Torch-TensorRT 2.14's converter lists the written indices with "
+        "`numpy.arange(start, end, step)` and does not clamp that end to the dimension",
+        fix="`torch_executed_ops={torch.ops.aten.slice_scatter.default}` runs the write in PyTorch",
+        page="case_studies/detectron2_mask_rcnn",
+    ),
+    Entry(
         id="tensorrt-copy-at-block-edge",
         group="tensorrt",
         title="A dtype cast refused at the edge of a TensorRT block",

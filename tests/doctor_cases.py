@@ -423,6 +423,15 @@ class PoolEachClassOfTheKept(nn.Module):
         return ((x.relu() * 2.0 + 1.0).sigmoid() - 0.5).abs()
 
 
+class ScaleXCoordinates(nn.Module):
+    """detectron2's `Boxes.scale`: an in-place write to every other column, a slice with a step and no end."""
+
+    def forward(self, boxes):
+        boxes = boxes * 2.0 + 1.0
+        boxes[:, 0::2] *= 0.5
+        return (boxes.relu() - 0.5).abs()
+
+
 class KeptIndicesAsFloat(nn.Module):
     """The indices NMS kept, returned as floats beside a sum over them: the cast reads the block's input
     and is its output, where the converter that takes dynamic shapes does not apply."""
@@ -584,6 +593,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "tensorrt-opt-clash": lambda: {
         "model": PoolEachClassOfTheKept(),
         "args": (*_fifty_boxes(), torch.rand(1, 8, 32, 32, generator=torch.Generator().manual_seed(2))),
+        "tensorrt": True,
+    },
+    "tensorrt-strided-slice-write": lambda: {
+        "model": ScaleXCoordinates(),
+        "args": (torch.rand(8, 4, generator=torch.Generator().manual_seed(0)),),
         "tensorrt": True,
     },
     "tensorrt-copy-at-block-edge": lambda: {

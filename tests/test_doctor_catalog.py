@@ -23,6 +23,7 @@ SLOW = {
     "tensorrt-1d-topk",
     "tensorrt-copy-at-block-edge",
     "tensorrt-opt-clash",
+    "tensorrt-strided-slice-write",
 }
 
 
