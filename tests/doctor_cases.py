@@ -82,14 +82,23 @@ class ReturnsInstances(nn.Module):
         return Instances((32, 32), x[:, :4], x[:, 4])
 
 
+class ReturnsCache(nn.Module):
+    """A decoder called with `use_cache=True`: it returns a transformers cache beside its output."""
+
+    def forward(self, x):
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        return x * 2, EncoderDecoderCache(DynamicCache(), DynamicCache())
+
+
 class ModelOutputCache:
-    """Stands for a transformers `DynamicCache` that a decoder returns when `use_cache=True`."""
+    """A class of the model's own whose name ends in "Cache": not a transformers cache."""
 
     def __init__(self, keys):
         self.keys = keys
 
 
-class ReturnsCache(nn.Module):
+class ReturnsOwnCache(nn.Module):
     def forward(self, x):
         return x * 2, ModelOutputCache(x)
 

@@ -44,6 +44,10 @@ def test_the_more_specific_entry_wins():
         "Found <class 'transformers.cache_utils.DynamicCache'> in output, which is not a known type."
     )
     assert catalog.classify(cache, "export").id == "cache-output"
+    own = RuntimeError(
+        "Found <class 'mymodel.outputs.ModelOutputCache'> in output, which is not a known type."
+    )
+    assert catalog.classify(own, "export").id == "unflattenable-output"  # a name ending in Cache is no proof
     from torch._dynamo.exc import UserError, UserErrorType
 
     size_one = UserError(

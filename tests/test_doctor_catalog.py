@@ -6,7 +6,8 @@ entry without one fails `test_every_entry_has_a_reproduction`. An error outside 
 """
 
 import pytest
-from doctor_cases import CLEAN, REPRODUCTIONS, UNCLASSIFIED, Detections, Pair
+import torch
+from doctor_cases import CLEAN, REPRODUCTIONS, UNCLASSIFIED, Detections, Pair, ReturnsOwnCache
 
 from casebook import catalog
 from casebook.doctor import diagnose
@@ -54,6 +55,11 @@ def test_doctor_sends_the_reproduction_to_the_entry_page(entry_id):
     assert not report.ok
     unclassified = [f for f in report.findings if f.kind == "unclassified"]
     assert not unclassified, f"the reproduction of {entry_id!r} also gave unclassified findings:\n{report}"
+
+
+def test_a_class_of_ones_own_named_like_a_cache_is_not_taken_for_transformers():
+    report = diagnose(model=ReturnsOwnCache(), args=(torch.rand(2, 3),))
+    assert report.kinds() == ["unflattenable-output"], report
 
 
 def test_an_error_outside_the_catalog_is_unclassified_and_sent_to_the_playbook():
