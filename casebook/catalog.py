@@ -162,6 +162,22 @@ ENTRIES: tuple[Entry, ...] = (
         page="notebooks/static_shapes_and_dynamic_dims",
     ),
     Entry(
+        id="needs-a-multiple",
+        group="dynamic-dims",
+        title="The code needs a dimension to be a multiple: the suggested fix is a derived dimension",
+        message="h = 2*_h",
+        pattern=r"\b\w+ = \d+\*_\w+\b",
+        raised_as="`torch._dynamo.exc.UserError: Constraints violated`, whose suggested fixes define the "
+        "dimension as a multiple of a new root (`_h = Dim('_h', ...)`, `h = 2*_h`)",
+        exceptions=(USER_ERROR,),
+        stages=("export", "strict"),
+        means="the code only works for multiples of a number (a reshape into pairs or strides, "
+        "`x.reshape(b, c, h // 2, 2, ...)`), and the dimension was declared as any size in a range",
+        fix="declare the multiple, as suggested: `_h = Dim('_h', max=...)`, then `2 * _h` in "
+        "`dynamic_shapes`",
+        page="notebooks/dynamic_shape_hazards",
+    ),
+    Entry(
         id="not-one-guard",
         group="dynamic-dims",
         title="A strided feature map assumed not to be 1 pixel: the bound is only in the guard",

@@ -91,6 +91,15 @@ class ReturnsCache(nn.Module):
         return x * 2, EncoderDecoderCache(DynamicCache(), DynamicCache())
 
 
+class SpaceToDepth(nn.Module):
+    """Two-by-two pixel blocks into channels (a YOLO-style stem): only even sizes reshape."""
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        blocks = x.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 1, 3, 5, 2, 4)
+        return blocks.reshape(b, c * 4, h // 2, w // 2)
+
+
 class ModelOutputCache:
     """A class of the model's own whose name ends in "Cache": not a transformers cache."""
 
@@ -493,6 +502,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
         "model": Flatten2(),
         "args": (torch.rand(2, 8),),
         "dynamic_shapes": ({0: Dim("batch")},),
+    },
+    "needs-a-multiple": lambda: {
+        "model": SpaceToDepth(),
+        "args": (torch.rand(1, 3, 8, 8),),
+        "dynamic_shapes": ({2: Dim("h", min=2, max=64), 3: Dim("w", min=2, max=64)},),
     },
     "cache-output": lambda: {"model": ReturnsCache(), "args": (torch.rand(2, 3),)},
     "unflattenable-output": lambda: {"model": ReturnsInstances(), "args": (_rows(),)},

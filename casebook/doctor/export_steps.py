@@ -121,6 +121,10 @@ def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bo
     report_draft_failures(session, failures, finding)
 
 
+# Export's "Constraints violated" entries: draft_export reports their sites as added guards.
+_CONSTRAINT_ENTRIES = frozenset({"constraints-violated", "needs-a-multiple", "not-one-guard"})
+
+
 def _draft_entry(failure) -> str:
     from torch.export._draft_export import FailureType
 
@@ -146,6 +150,8 @@ def report_draft_failures(session: Session, failures, finding: Finding) -> None:
             frames = draft_frames(data.get("user_stack", []))
             site = f"`{data['expr']}` at {frames[0]}" if frames else f"`{data['expr']}`"
             key = _draft_entry(failure)
+            if key == "constraints-violated" and finding.kind in _CONSTRAINT_ENTRIES:
+                key = finding.kind  # a guard draft_export added is a site of the violation export named
             new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
         else:
             op = data.get("op", "?")
