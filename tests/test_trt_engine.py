@@ -243,6 +243,20 @@ def test_builds_started_together_give_what_each_build_gives(small_program, nonze
     assert [(len(b.engines), len(b.failed)) for b in builds.values()] == [(1, 0), (0, 1), (1, 0)]
     assert builds["small"].engines[0].engine_path.parent == tmp_path / "0"
     assert pending.result() == builds  # collected once: the workers' folders are gone
+    assert list(pending.result(["nonzero moved", "small"])) == ["nonzero moved", "small"]
+    with pytest.raises(KeyError, match="no build labelled 'other'"):
+        pending.result(["other"])
+    assert not any(request.tmp_dir.exists() for request in pending._requests.values())
+
+
+def test_the_first_builds_can_be_collected_while_the_others_build(small_program, tmp_path):
+    program, example = small_program
+    one = (program, (example,), {"min_block_size": 1})
+    pending = start_engine_builds({"a": one, "b": one, "c": one}, jobs=1, engine_root=tmp_path)
+    first = pending.result(["a"])
+    assert list(first) == ["a"] and not first["a"].failed
+    assert pending._requests["c"].tmp_dir.exists()  # not every build collected yet: the files stay
+    assert list(pending.result()) == ["a", "b", "c"]
     assert not any(request.tmp_dir.exists() for request in pending._requests.values())
 
 

@@ -649,7 +649,7 @@ class PendingEngineBuilds:
 
     def __init__(self, requests: Mapping[str, _Request], jobs: int):
         self._requests = dict(requests)
-        self._builds: dict[str, EngineBuild] | None = None
+        self._builds: dict[str, EngineBuild] = {}
         self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
         for label in self._requests:
             self._queue.put(label)
@@ -688,33 +688,46 @@ class PendingEngineBuilds:
         """Whether every build has finished; `result` then returns at once."""
         return all(outcome.done() for outcome in self._outcomes.values())
 
-    def result(self) -> dict[str, EngineBuild]:
-        """Wait for every build; ``{label: EngineBuild}`` in the order given, or the first error met in
-        that order (`EngineCompileError`, `EngineBuildError`), its label first in the message. The
-        workers' files are removed then; the engines stay."""
-        if self._builds is not None:
-            return dict(self._builds)
+    def result(self, labels: Sequence[str] | None = None) -> dict[str, EngineBuild]:
+        """Wait for the builds of ``labels`` (default: every build); ``{label: EngineBuild}`` in that
+        order, or the first error met in that order (`EngineCompileError`, `EngineBuildError`), its
+        label first in the message. Builds run in the order given, so a page can collect the first ones
+        while the last are still building. Once every build is collected, the workers' files are
+        removed; the engines stay."""
+        wanted = list(self._requests) if labels is None else list(labels)
+        unknown = [label for label in wanted if label not in self._requests]
+        if unknown:
+            raise KeyError(f"no build labelled {unknown[0]!r}; the labels are {list(self._requests)}")
         try:
-            builds = {}
-            for label, outcome in self._outcomes.items():
+            for label in wanted:
+                if label in self._builds:
+                    continue
                 try:
-                    result, stderr, seconds = outcome.result()
-                    builds[label] = _finish(self._requests[label], result, stderr, seconds)
+                    result, stderr, seconds = self._outcomes[label].result()
+                    self._builds[label] = _finish(self._requests[label], result, stderr, seconds)
                 except (EngineCompileError, EngineBuildError) as error:
                     error.args = (f"[{label}] {error.args[0]}", *error.args[1:])
+                    self._stop()
                     raise
-            self._builds = builds
-            return dict(builds)
         finally:
-            while True:  # builds not started yet are dropped
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            for thread in self._threads:
-                thread.join()
-            for request in self._requests.values():
-                request.remove()
+            if len(self._builds) == len(self._requests):
+                self._stop()
+        return {label: self._builds[label] for label in wanted}
+
+    def _stop(self) -> None:
+        """Drop the builds not started yet, wait for the running ones, remove the workers' files."""
+        while True:
+            try:
+                label = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._outcomes[label].set_exception(
+                EngineBuildError(f"not built: the builds were stopped before {label!r} started")
+            )
+        for thread in self._threads:
+            thread.join()
+        for request in self._requests.values():
+            request.remove()
 
 
 class _ServingWorker:
