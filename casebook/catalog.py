@@ -211,7 +211,7 @@ ENTRIES: tuple[Entry, ...] = (
         id="cache-output",
         group="pytrees",
         title="A transformers cache object is returned",
-        message="EncoderDecoderCache'> in output, which is not a known type",
+        message="<class 'transformers.cache_utils.EncoderDecoderCache'> in output, which is not a known type",
         # the class's module, not its name: a class of one's own called "...Cache" is not transformers'
         pattern=r"<class 'transformers\.[\w.]*Cache'> in output, which is not a known type",
         raised_as="`RuntimeError` (non-strict export of Whisper)",
