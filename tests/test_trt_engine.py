@@ -431,3 +431,20 @@ def test_a_build_beside_its_dry_run_names_each_blocks_verdict():
     }
     assert frame.loc["_run_on_acc_2", "dry run"] == "not a block"
     assert frame.loc["_run_on_acc_2", "build"] == "engine, 2.5 MB"
+
+
+def test_the_worker_freezes_what_was_loaded_only_during_the_compile():
+    """Torch-TensorRT's gc.collect() per block skips the frozen objects; a failed compile unfreezes too,
+    so that a serving worker frees one build's objects before the next."""
+    import gc
+
+    from casebook.backends._trt_build_worker import _collections_skip_what_was_loaded
+
+    assert gc.get_freeze_count() == 0
+    with _collections_skip_what_was_loaded():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError, match="refused"):
+        with _collections_skip_what_was_loaded():
+            raise RuntimeError("refused")
+    assert gc.get_freeze_count() == 0
