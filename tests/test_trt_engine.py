@@ -448,3 +448,18 @@ def test_the_worker_freezes_what_was_loaded_only_during_the_compile():
         with _collections_skip_what_was_loaded():
             raise RuntimeError("refused")
     assert gc.get_freeze_count() == 0
+
+
+def test_build_engines_keeps_its_worker_for_the_next_build_and_replaces_it_when_the_environment_changes(
+    small_program, monkeypatch
+):
+    program, example = small_program
+    build_engines(program, example, min_block_size=1)
+    first = trt_engine._SHARED_WORKER["worker"]
+    build_engines(program, example, min_block_size=1)
+    assert trt_engine._SHARED_WORKER["worker"] is first
+    monkeypatch.setenv("CASEBOOK_TEST_WORKER_ENV", "1")  # a variable the running worker does not have
+    build_engines(program, example, min_block_size=1)
+    second = trt_engine._SHARED_WORKER["worker"]
+    assert second is not first and first._process.poll() is not None  # the old one was closed
+    assert second._env["CASEBOOK_TEST_WORKER_ENV"] == "1"

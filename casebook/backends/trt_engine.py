@@ -1,7 +1,7 @@
 """Real TensorRT engines from an ExportedProgram, built on a machine without a GPU: `build_engines`.
 
 `build_engines` runs ``torch_tensorrt.dynamo.compile`` for real, in a subprocess
-(`casebook.backends._trt_build_worker`), and reports every block of the partition: for each TensorRT
+(`casebook.backends._trt_build_worker`, kept for the next call), and reports every block of the partition: for each TensorRT
 block, whether its engine was built (the engine file, its size, the build's seconds, the engine's
 layers from TensorRT's build log) or failed (the converter's or the builder's exception, as type and
 message), the optimization profile of its inputs (min/opt/max) and the ops it holds; for each PyTorch
@@ -23,6 +23,7 @@ reader's own call would.
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import json
@@ -470,9 +471,8 @@ def build_engines(
         settings=settings,
     )
     try:
-        start = time.perf_counter()
-        result, stderr = run_worker(WORKER_MODULE, request.tmp_dir, timeout_s)
-        return _finish(request, result, stderr, time.perf_counter() - start)
+        result, stderr, seconds = _build_in_shared_worker(request)
+        return _finish(request, result, stderr, seconds)
     finally:
         request.remove()
 
@@ -730,16 +730,59 @@ class PendingEngineBuilds:
             request.remove()
 
 
+# build_engines's worker, kept between calls (one per process, started on the first build).
+_SHARED_WORKER: dict[str, _ServingWorker] = {}
+_SHARED_WORKER_LOCK = threading.Lock()
+
+
+def _build_in_shared_worker(request: _Request) -> tuple[dict[str, Any], str, float]:
+    """Build ``request`` in this process's serving worker, so that a page building one program after
+    another pays the worker's start-up (importing torch and Torch-TensorRT, about 8 s) once. A worker
+    that crashed or ran out of time is gone; one started with another environment than this call's
+    (a variable set since, another Torch-TensorRT) is replaced."""
+    with _SHARED_WORKER_LOCK:
+        env = _worker_env()
+        worker = _SHARED_WORKER.pop("worker", None)
+        if worker is not None and not worker.serves(env):
+            worker.close()
+            worker = None
+        worker = worker or _ServingWorker(env)
+        outcome = worker.build(request)  # EngineBuildError: the worker is stopped and stays out
+        _SHARED_WORKER["worker"] = worker
+        return outcome
+
+
+@atexit.register
+def _close_shared_worker() -> None:
+    worker = _SHARED_WORKER.pop("worker", None)
+    if worker is not None:
+        worker.close()
+
+
+# pytest sets it anew for each test; it names the test, it does not change a build.
+_IRRELEVANT_ENV = frozenset({"PYTEST_CURRENT_TEST"})
+
+
+def _relevant(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key not in _IRRELEVANT_ENV}
+
+
+def _worker_env(path: Sequence[str] | None = None) -> dict[str, str]:
+    """The environment of a build worker: ``path`` (default `worker_path`) and the repository first on
+    its Python path."""
+    env = dict(os.environ)
+    first = worker_path() if path is None else list(path)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*first, str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 class _ServingWorker:
     """A build worker started with ``--serve``: request folders in on stdin, the same folder back on
     stdout when its ``result.json`` is written. Its stderr goes to a file; each build's part of it is
-    kept with that build's result."""
+    kept with that build's result. It exits when its stdin closes, so also when this process ends."""
 
-    def __init__(self):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [*worker_path(), str(REPO_ROOT), env.get("PYTHONPATH")])
-        )
+    def __init__(self, env: Mapping[str, str] | None = None):
+        self._env = dict(_worker_env() if env is None else env)
         self._stderr = tempfile.NamedTemporaryFile(
             "w", prefix="casebook-trt-worker-", suffix=".stderr", delete=False
         )
@@ -749,9 +792,13 @@ class _ServingWorker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env=env,
+            env=self._env,
             text=True,
         )
+
+    def serves(self, env: Mapping[str, str]) -> bool:
+        """Still running, and started with ``env`` (but for variables that do not change a build)."""
+        return self._process.poll() is None and _relevant(self._env) == _relevant(env)
 
     def build(self, request: _Request) -> tuple[dict[str, Any], str, float]:
         """Build one request: (result, its stderr, seconds); raises `EngineBuildError` (the worker is
@@ -805,9 +852,7 @@ def run_worker(
 ) -> tuple[dict[str, Any], str]:
     """Run ``python -m module tmp_dir`` with ``path`` (default `worker_path`) and the repository first on
     its path; its ``result.json`` and stderr."""
-    env = dict(os.environ)
-    first = worker_path() if path is None else list(path)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*first, str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env = _worker_env(path)
     stderr_path = tmp_dir / "worker.stderr"
     with open(stderr_path, "w") as stderr:  # a file, not a pipe: the build log can be long
         try:
