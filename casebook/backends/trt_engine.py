@@ -1,11 +1,11 @@
 """Real TensorRT engines from an ExportedProgram, built on a machine without a GPU: `build_engines`.
 
 `build_engines` runs ``torch_tensorrt.dynamo.compile`` for real, in a subprocess
-(`casebook.backends._trt_build_worker`, kept for the next call), and reports every block of the partition: for each TensorRT
-block, whether its engine was built (the engine file, its size, the build's seconds, the engine's
-layers from TensorRT's build log) or failed (the converter's or the builder's exception, as type and
-message), the optimization profile of its inputs (min/opt/max) and the ops it holds; for each PyTorch
-block, the ops left to PyTorch; and the build's peak memory.
+(`casebook.backends._trt_build_worker`, kept for the next call), and reports every block of the
+partition: for each TensorRT block, whether its engine was built (the engine file, its size, the
+build's seconds, the engine's layers from TensorRT's build log) or failed (the converter's or the
+builder's exception, as type and message), the optimization profile of its inputs (min/opt/max) and
+the ops it holds; for each PyTorch block, the ops left to PyTorch; and the build's peak memory.
 
 On a machine without a GPU this takes Torch-TensorRT for RTX (``make install`` installs it there,
 ``TENSORRT=rtx``): TensorRT for RTX builds engines on the CPU, and a few steps of Torch-TensorRT that
