@@ -147,6 +147,22 @@ ENTRIES: tuple[Entry, ...] = (
         "`torch.arange(H) + 0.5` instead of `linspace`",
         page="notebooks/constant_tensors",
     ),
+    Entry(
+        id="data-dependent-value-int",
+        group="runtime-values",
+        title="A tensor's value is needed as a Python int",
+        message="Could not extract specialized integer from data-dependent expression",
+        raised_as="`GuardOnDataDependentSymNode` (strict: `UserError`); the message is the one above, the "
+        "cause differs: the int is read from an input's values, not from sizes packed into a tensor",
+        exceptions=(GUARD_ON_DATA, USER_ERROR),
+        stages=("export", "strict"),
+        means="`int()` (or `range()`, `float()`) of a value computed from an input, a parameter or a "
+        "buffer (`int(lengths.max())`, a loop over `int(mask.sum())`): no Python number can stand for it",
+        fix="drop the `int()`: `.item()` alone gives a symbolic int the program keeps (add `torch._check` "
+        "bounds where the code needs them); keep per-element work in tensors (a mask, `torch.where`) "
+        "instead of a Python loop over the count",
+        page="notebooks/data_dependent_guards",
+    ),
     # ---------------------------------------------------------------- dynamic dimensions
     Entry(
         id="size-one-specialized",
@@ -191,6 +207,20 @@ ENTRIES: tuple[Entry, ...] = (
         fix='read the smallest size from the `!= 1` guards and declare it: `Dim("h", min=...)` (the '
         "coarsest stride plus one); `refine_dynamic_shapes_from_suggested_fixes` alone is not enough",
         page="notebooks/dynamic_shape_hazards",
+    ),
+    Entry(
+        id="dynamic-shapes-spec-mismatch",
+        group="dynamic-dims",
+        title="The `dynamic_shapes` dict does not name every input",
+        message="its top-level keys must be the arg names",
+        raised_as="`torch._dynamo.exc.UserError`, before any tracing",
+        exceptions=(USER_ERROR,),
+        stages=("export", "strict"),
+        means="`dynamic_shapes` mirrors the inputs: a dict must have one key per argument of `forward`, "
+        "including arguments with no dynamic dimension",
+        fix='name every argument, `None` for those with no dynamic dimension (`{"x": {0: batch}, '
+        '"weights": None}`), or give a tuple in argument order',
+        page="notebooks/static_shapes_and_dynamic_dims",
     ),
     Entry(
         id="constraints-violated",

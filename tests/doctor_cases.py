@@ -46,6 +46,22 @@ class PackedSizes(nn.Module):
         return torch.linspace(0.5, height - 0.5, height)
 
 
+class CropsPerDetection(nn.Module):
+    """One crop per confident detection, counted with `int()` of a sum of the scores' mask: a value of
+    the input read as a Python int (a loop over detections in post-processing)."""
+
+    def forward(self, scores, features):
+        count = int((scores > 0.5).sum())
+        return torch.stack([features[i] for i in range(count)]).mean(0)
+
+
+class ScaledByWeights(nn.Module):
+    """Two inputs, one with a batch dimension; `dynamic_shapes` will name only the first."""
+
+    def forward(self, x, weights):
+        return x * weights
+
+
 # ------------------------------------------------------------------ dynamic dimensions
 class Flatten2(nn.Module):
     """A reshape to a fixed leading size (a head written for a batch of 2). With `Dim.AUTO` the batch
@@ -493,6 +509,15 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
         "strict": True,
     },
     "data-dependent-int": lambda: {"model": PackedSizes(), "args": (torch.rand(1, 4, 6, 8),)},
+    "data-dependent-value-int": lambda: {
+        "model": CropsPerDetection(),
+        "args": (torch.tensor([0.9, 0.1, 0.8]), torch.rand(3, 4)),
+    },
+    "dynamic-shapes-spec-mismatch": lambda: {
+        "model": ScaledByWeights(),
+        "args": (torch.rand(2, 4), torch.rand(4)),
+        "dynamic_shapes": {"x": {0: Dim("batch")}},
+    },
     "size-one-specialized": lambda: {
         "model": Classifier(),
         "args": (torch.rand(1, 8),),

@@ -133,6 +133,7 @@ def diagnose(
                 session.skip(step_name, NO_PROGRAM)
             else:
                 run()
+    report.fold_symptoms()
     return report
 
 

@@ -9,7 +9,8 @@ import torch
 
 from .. import catalog
 from .branches import BranchSite, flag_spy
-from .frames import draft_frames
+from .frames import Frame, draft_frames, error_frames
+from .provenance import SIZES, VALUES, origin_at
 from .report import Finding
 from .session import Session, first_line
 
@@ -65,6 +66,7 @@ def export(
     if compare:
         program = export_other_mode(session, module, args, kwargs, dynamic_shapes, not strict, finding)
         if program is not None:
+            refine_by_origin(finding, program)  # the other mode's program holds the read too
             return program
     else:
         session.skip(f"export ({_mode(not strict)[0]})", "compare=False")
@@ -118,27 +120,52 @@ def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bo
             return
         failures = program._report.failures
         record.detail = f"{len(failures)} problem(s)"
-    report_draft_failures(session, failures, finding)
+    refine_by_origin(finding, program)
+    report_draft_failures(session, failures, finding, program)
+
+
+# (entry chosen by the message, where the value came from) -> the entry of that cause.
+_BY_ORIGIN = {
+    ("data-dependent-int", VALUES): "data-dependent-value-int",
+    ("data-dependent-guard", SIZES): "data-dependent-int",
+}
+
+
+def refine_by_origin(finding: Finding, program) -> None:
+    """A data-dependent error's cause, from where the value it needed came from (draft_export's
+    graph records the read): the evidence gains the provenance, the finding the cause's entry."""
+    if finding.kind not in {key for key, _ in _BY_ORIGIN} or finding.exception is None:
+        return
+    frames = error_frames(finding.exception)
+    origin = origin_at(program, frames[0]) if frames else None
+    if origin is None:
+        return
+    finding.evidence.insert(1, origin.evidence(frames[0]))
+    better = _BY_ORIGIN.get((finding.kind, origin.source))
+    if better is not None:
+        finding.reclassify(catalog.entry(better))
 
 
 # Export's "Constraints violated" entries: draft_export reports their sites as added guards.
 _CONSTRAINT_ENTRIES = frozenset({"constraints-violated", "needs-a-multiple", "not-one-guard"})
 
 
-def _draft_entry(failure) -> str:
+def _draft_entry(failure, frame: Frame | None, program) -> str:
     from torch.export._draft_export import FailureType
 
     if failure.failure_type == FailureType.GUARD_ADDED:
         return "constraints-violated"
     # A relation (u0 > 2, Eq(u0, 0)) was a branch; anything else was needed as a plain int.
-    return (
+    key = (
         "data-dependent-guard"
         if re.search(r"[<>]|\b(Eq|Ne)\(", failure.data["expr"])
         else "data-dependent-int"
     )
+    origin = origin_at(program, frame) if frame is not None else None
+    return key if origin is None else _BY_ORIGIN.get((key, origin.source), key)
 
 
-def report_draft_failures(session: Session, failures, finding: Finding) -> None:
+def report_draft_failures(session: Session, failures, finding: Finding, program) -> None:
     """Group draft_export's failures by catalog entry: sites of the export error's own entry join its
     evidence, other entries become findings of their own."""
     from torch.export._draft_export import FailureType
@@ -149,7 +176,7 @@ def report_draft_failures(session: Session, failures, finding: Finding) -> None:
         if failure.failure_type in (FailureType.DATA_DEPENDENT_ERROR, FailureType.GUARD_ADDED):
             frames = draft_frames(data.get("user_stack", []))
             site = f"`{data['expr']}` at {frames[0]}" if frames else f"`{data['expr']}`"
-            key = _draft_entry(failure)
+            key = _draft_entry(failure, frames[0] if frames else None, program)
             if key == "constraints-violated" and finding.kind in _CONSTRAINT_ENTRIES:
                 key = finding.kind  # a guard draft_export added is a site of the violation export named
             new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")

@@ -28,6 +28,10 @@ _RANK = {
     "tensorrt": 11,
 }
 
+# A cause and the symptoms it explains: when the cause is found, its symptoms are folded under it
+# (a constant written in forward makes the program differ from eager, and from itself after a load).
+EXPLAINS = {"constant-mutated": {"parity-mismatch"}}
+
 UNCLASSIFIED = "unclassified"
 GENERIC_FIX = (
     'run `torch.export.draft_export` to list every problem at once; `TORCH_LOGS="+dynamic"` shows where '
@@ -58,6 +62,10 @@ class Finding:
         cls, entry: catalog.Entry, evidence: list[str], step: str, exception: BaseException | None = None
     ) -> Finding:
         return cls(entry.id, entry.title, entry.page, entry.fix, evidence, step, exception)
+
+    def reclassify(self, entry: catalog.Entry) -> None:
+        """Send this finding to `entry` instead: evidence showed another cause behind the same message."""
+        self.kind, self.title, self.page, self.fix = entry.id, entry.title, entry.page, entry.fix
 
     @classmethod
     def unclassified(
@@ -120,6 +128,17 @@ class Report:
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
         self.findings.sort(key=lambda f: _RANK.get(f.step, len(_RANK)))
+
+    def fold_symptoms(self) -> None:
+        """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it."""
+        for cause in [f for f in self.findings if f.kind in EXPLAINS]:
+            symptoms = [f for f in self.findings if f.kind in EXPLAINS[cause.kind]]
+            for symptom in symptoms:
+                cause.evidence.append(f"explains [{symptom.kind}]: {symptom.evidence[0]}")
+                self.findings.remove(symptom)
+            if symptoms:
+                self.findings.remove(cause)
+                self.findings.insert(0, cause)
 
     # ---------------------------------------------------------------- renderings
     def _verdict(self) -> str:
