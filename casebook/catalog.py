@@ -163,6 +163,21 @@ ENTRIES: tuple[Entry, ...] = (
         "instead of a Python loop over the count",
         page="notebooks/data_dependent_guards",
     ),
+    Entry(
+        id="quantization-observer",
+        group="runtime-values",
+        title="A quantization observer left in the model",
+        message="Could not guard on data-dependent expression",
+        raised_as="`GuardOnDataDependentSymNode` raised inside the observer's `forward` (strict: `Unsupported`, "
+        "its `forward` is skipped); the message is the one of a branch on a value, the cause is the observer",
+        exceptions=(GUARD_ON_DATA, USER_ERROR, UNSUPPORTED),
+        stages=("export", "strict"),
+        means="the model is between eager or FX quantization's `prepare` and `convert`: its observers "
+        "(`activation_post_process`) collect statistics with Python branches on tensor values",
+        fix="PT2E quantization: export the float model, then `prepare_pt2e` / calibrate / `convert_pt2e` "
+        "(torchao) on the exported graph with the backend's quantizer, and export the result",
+        page="notebooks/data_dependent_guards",
+    ),
     # ---------------------------------------------------------------- dynamic dimensions
     Entry(
         id="size-one-specialized",
@@ -180,7 +195,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         id="needs-a-multiple",
         group="dynamic-dims",
-        title="The code needs a dimension to be a multiple: the suggested fix is a derived dimension",
+        title="The code needs a dimension to be a multiple (a reshape into pairs, a float scale and back)",
         message="h = 2*_h",
         pattern=r"\b\w+ = \d+\*_\w+\b",
         raised_as="`torch._dynamo.exc.UserError: Constraints violated`, whose suggested fixes define the "
@@ -189,8 +204,8 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("export", "strict"),
         means="the code only works for multiples of a number (a reshape into pairs or strides, "
         "`x.reshape(b, c, h // 2, 2, ...)`), and the dimension was declared as any size in a range",
-        fix="declare the multiple, as suggested: `_h = Dim('_h', max=...)`, then `2 * _h` in "
-        "`dynamic_shapes`",
+        fix="declare the multiple: `_h = Dim('_h', max=...)`, then `2 * _h` in `dynamic_shapes` (export "
+        "suggests it when it can; otherwise a guard such as `Eq(2*TruncToInt(0.5*ToFloat(s1)), s0)` shows it)",
         page="notebooks/dynamic_shape_hazards",
     ),
     Entry(
@@ -615,6 +630,34 @@ ENTRIES: tuple[Entry, ...] = (
         fix="`torch._check_tensor_all(condition, message)` or `torch._assert_async(condition, message)` "
         "keep a check on tensor values in the graph; `torch._check` one on sizes",
         page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="load-needs-registration",
+        group="running",
+        title="The program loads where it was exported, not in a process that cannot import what it names",
+        message="We ran into an error when deserializing the saved file",
+        raised_as="`RuntimeError` from `torch.export.load`; the warning logged above it names the cause "
+        "(`We failed to resolve torch.ops...`, `Deserializing ... in pytree is not registered`)",
+        exceptions=("RuntimeError",),
+        stages=("save-load",),
+        means="the saved program names custom operators and pytree classes; the loading process must "
+        "register them first, and what is defined in `__main__` (a script, a notebook) no other process "
+        "can import",
+        fix="define the operators and classes in a module, import it before `torch.export.load` (or "
+        "`torch.ops.load_library` for a C++ library); or return plain tensors, tuples and dicts",
+        page="notebooks/pytree_outputs",
+    ),
+    Entry(
+        id="training-mode-baked",
+        group="silent",
+        title="The model was exported in training mode: dropout, noise or batch statistics are in the program",
+        label="catalog-training-mode-baked",
+        stages=("check",),
+        means="export traces the branch `self.training` selects (`F.dropout(x, p, self.training)`, an "
+        "`if self.training:` augmentation, batch-norm statistics) and the program keeps it; "
+        "`program.module().eval()` raises `NotImplementedError`",
+        fix="`model.eval()` before `torch.export.export`; export one program per mode if both are needed",
+        page="notebooks/strict_vs_non_strict",
     ),
     Entry(
         id="parity-mismatch",

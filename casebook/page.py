@@ -67,6 +67,12 @@ KNOWN_NOISE: dict[str, Noise] = {
         "that a convolution's fake kernel does not bound the batch while the program is lowered.",
         category=UserWarning,
     ),
+    "torchao-enum-constant": Noise(
+        pattern=r"<enum '\w+'> is an Enum subclass and is now natively supported",
+        why="torchao 0.18 registers one of its enums as a pytree constant when it is imported, which "
+        "PyTorch 2.14 no longer needs; nothing on the page depends on it.",
+        logger="torch.utils._pytree",
+    ),
     "create-unbacked-symint": Noise(
         pattern="`create_unbacked_symint` is deprecated",
         why="torchvision's fake kernels for nms and roi_align use a deprecated PyTorch API; the "

@@ -7,6 +7,7 @@ catalog entry needs a reproduction here. Each one names the real-world pattern i
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,64 @@ class ScaledByWeights(nn.Module):
 
     def forward(self, x, weights):
         return x * weights
+
+
+class AugmentsWhileTraining(nn.Module):
+    """Training-time noise keyed on `self.training`, left in training mode (no Dropout module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        if self.training:
+            x = x + 0.1 * torch.randn_like(x)
+        return self.fc(x)
+
+
+class ObservedProjection(nn.Module):
+    """A layer between eager quantization's `prepare` and `convert`: an observer on its output."""
+
+    def __init__(self):
+        super().__init__()
+        from torch.ao.quantization.observer import HistogramObserver
+
+        self.proj = nn.Linear(4, 4)
+        self.activation_post_process = HistogramObserver()
+
+    def forward(self, x):
+        return self.activation_post_process(self.proj(x))
+
+
+# An export script that defines its output class itself: the class lives in `__main__`.
+_EXPORT_SCRIPT = """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class ScriptDetections:
+    boxes: torch.Tensor
+    scores: torch.Tensor
+
+
+torch.export.register_dataclass(ScriptDetections, serialized_type_name="export_script.ScriptDetections")
+
+
+class ScriptHead(torch.nn.Module):
+    def forward(self, x):
+        return ScriptDetections(x[:, :4], x[:, 4])
+"""
+
+
+@functools.cache
+def defined_in_a_script() -> type:
+    """`ScriptHead`, run as a script runs (``__name__ == "__main__"``), once per process (the class's
+    registration cannot be repeated)."""
+    namespace = {"__name__": "__main__"}
+    exec(_EXPORT_SCRIPT, namespace)
+    return namespace["ScriptHead"]
 
 
 # ------------------------------------------------------------------ dynamic dimensions
@@ -513,6 +572,9 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
         "model": CropsPerDetection(),
         "args": (torch.tensor([0.9, 0.1, 0.8]), torch.rand(3, 4)),
     },
+    "load-needs-registration": lambda: {"model": defined_in_a_script()(), "args": (torch.rand(3, 5),)},
+    "quantization-observer": lambda: {"model": ObservedProjection(), "args": (torch.rand(2, 4),)},
+    "training-mode-baked": lambda: {"model": AugmentsWhileTraining(), "args": (torch.rand(3, 4),)},
     "dynamic-shapes-spec-mismatch": lambda: {
         "model": ScaledByWeights(),
         "args": (torch.rand(2, 4), torch.rand(4)),

@@ -9,6 +9,7 @@ doctor is right on a case when its first finding is that entry (the root cause f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -268,6 +269,18 @@ class StepCounter(nn.Module):
         return x * self.step
 
 
+class DropoutHead(nn.Module):
+    """pytorch/pytorch#103681 ("Exported model with dropout incorrectly applies dropout during eval"):
+    a functional dropout keyed on `self.training`, exported before `.eval()`."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return F.dropout(self.fc(x), 0.5, self.training)
+
+
 class ReturnsDynamicCache(nn.Module):
     """A causal LM output holding a transformers `DynamicCache` (pytorch/pytorch#148748,
     DeepSeek-R1-Distill-Qwen)."""
@@ -316,6 +329,53 @@ class ObservedLinear(nn.Module):
 
     def forward(self, x):
         return self.activation_post_process(self.fc(x))
+
+
+# The export script of huggingface/transformers#27871's review ("both saving and loading are done in
+# the same python process"): the output class is defined and registered in the script itself.
+_SCRIPT_WITH_ITS_OWN_OUTPUT = """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SegmenterOutput:
+    logits: torch.Tensor
+    pred_boxes: torch.Tensor
+
+
+torch.export.register_dataclass(SegmenterOutput, serialized_type_name="segmenter.SegmenterOutput")
+
+
+class Segmenter(torch.nn.Module):
+    def forward(self, x):
+        return SegmenterOutput(x.softmax(-1), x[:, :4].sigmoid())
+"""
+
+
+@functools.cache
+def _segmenter_from_a_script() -> type:
+    namespace = {"__name__": "__main__"}
+    exec(_SCRIPT_WITH_ITS_OWN_OUTPUT, namespace)
+    return namespace["Segmenter"]
+
+
+@torch.library.custom_op("casebook_unseen::scale_rows", mutates_args=())
+def scale_rows(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """A custom operator of the model's own (pytorch/pytorch#151746: a custom op "cannot be resolved"
+    where the program is loaded)."""
+    return x * s[:, None]
+
+
+@scale_rows.register_fake
+def _(x, s):
+    return torch.empty_like(x)
+
+
+class UsesScaleRows(nn.Module):
+    def forward(self, x, s):
+        return scale_rows(x, s) + 1
 
 
 UNSEEN: dict[str, Unseen] = {
@@ -392,9 +452,7 @@ UNSEEN: dict[str, Unseen] = {
     "down-up-float-scales": Unseen(
         "pytorch/pytorch#131897",
         "needs-a-multiple",
-        missed="export suggests no derived dim here; the evenness is only in draft_export's guard "
-        "`Eq(2*TruncToInt(0.5*ToFloat(s)), s)`, which the doctor does not read yet",
-        call=lambda: dict(
+        lambda: dict(
             model=DownUp(),
             args=(torch.rand(1, 1, 32, 32), torch.rand(1, 1, 32, 32)),
             dynamic_shapes={"x": {2: Dim("d", min=16, max=64)}, "y": {2: Dim("d", min=16, max=64)}},
@@ -473,6 +531,21 @@ UNSEEN: dict[str, Unseen] = {
         "constant-mutated",
         lambda: dict(model=StepCounter(), args=(torch.rand(2, 3),), check_inputs=[(torch.rand(2, 3),)]),
     ),
+    "exported-in-training-mode": Unseen(
+        "pytorch/pytorch#103681",
+        "training-mode-baked",
+        lambda: dict(model=DropoutHead(), args=(torch.rand(2, 8),)),
+    ),
+    "output-class-defined-in-the-script": Unseen(
+        "huggingface/transformers#27871",
+        "load-needs-registration",
+        lambda: dict(model=_segmenter_from_a_script()(), args=(torch.rand(2, 6),)),
+    ),
+    "custom-op-from-a-module": Unseen(
+        "pytorch/pytorch#151746",
+        None,
+        lambda: dict(model=UsesScaleRows(), args=(torch.rand(3, 4), torch.rand(3))),
+    ),
     "returns-dynamic-cache": Unseen(
         "pytorch/pytorch#148748",
         "cache-output",
@@ -492,7 +565,5 @@ UNSEEN: dict[str, Unseen] = {
         "pytorch/pytorch#157355",
         "quantization-observer",
         lambda: dict(model=ObservedLinear(), args=(torch.rand(2, 4),)),
-        missed="no catalog entry yet for observers left in the model; the doctor sends it to "
-        "data-dependent-guard (the observer branches on a value), whose fix does not apply",
     ),
 }

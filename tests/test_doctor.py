@@ -54,10 +54,12 @@ def test_evidence_names_the_readers_line_and_draft_export_finds_the_next_one():
     ]
     not_run = [step for step in report.steps if step.outcome == "not run"]
     assert {step.name for step in not_run} == {
+        "training mode",
         "dynamic dims",
         "run + parity",
         "run_decompositions",
         "save/load",
+        "load elsewhere",
         "runtime asserts",
         "custom operators",
         "size 1",
@@ -342,3 +344,19 @@ def test_a_dimension_the_program_ranges_from_1_to_4096_is_not_called_made_up():
     )
     assert _program_range(program, InputProfile("x", (1, 4), (3, 4), (4096, 4), "float32"))
     assert not _program_range(program, InputProfile("nms", (2,), (4097,), (8192,), "int64"))
+
+
+def test_training_mode_without_mode_dependent_code_is_not_a_finding():
+    from doctor_cases import Classifier
+
+    report = diagnose(model=Classifier(), args=(torch.rand(3, 8),))  # never switched to eval mode
+    assert report.ok, report
+    (step,) = [step for step in report.steps if step.name == "training mode"]
+    assert step.outcome == "passed" and "the eval-mode program is the same" in step.detail, step
+
+
+def test_the_load_in_a_fresh_process_runs_only_for_programs_that_name_registrations():
+    from doctor_cases import CLEAN
+
+    (step,) = [step for step in diagnose(**CLEAN()).steps if step.name == "load elsewhere"]
+    assert step.detail == "the program names no custom operator or pytree class" and step.seconds < 1, step

@@ -65,3 +65,11 @@ def test_provenance_through_a_size_only_is_not_a_value():
     report = diagnose(model=WidthOfInput(), args=(torch.rand(2, 5),))
     assert report.kinds() == ["data-dependent-int"], report
     assert "reads sizes packed into a tensor" in report.findings[0].evidence[1], report
+
+
+def test_a_custom_operator_from_a_module_is_a_note_naming_the_import():
+    report = diagnose(**UNSEEN["custom-op-from-a-module"].call())
+    assert report.ok, report
+    (note,) = [note for note in report.notes if "must first import" in note]
+    assert "`doctor_unseen`" in note and "torch.ops.casebook_unseen.scale_rows" in note, note
+    assert "We failed to resolve torch.ops.casebook_unseen.scale_rows.default" in note, note

@@ -34,8 +34,10 @@ import torch
 
 from .. import catalog
 from . import export_steps, program_steps
+from .load_elsewhere import check_load_elsewhere
 from .report import Report, Step
 from .session import NO_PROGRAM, Session, first_line
+from .training_mode import check_training_mode
 
 
 class DoctorUsageError(ValueError):
@@ -87,16 +89,22 @@ def diagnose(
                 return report
             record.outcome, record.detail = "passed", f"{len(runs)} input(s)"
         module = _as_module(session, model, args, kwargs, dynamic_shapes)
-        if _trains_differently(module):
-            report.notes.append(
-                "the model is in training mode: export traces training behaviour (dropout, batch "
-                "statistics); call `model.eval()` first for an inference program"
-            )
         program = export_steps.export(
             session, module, args, kwargs, dynamic_shapes, strict=strict, compare=compare, draft=draft
         )
         report.program = program
         steps = [
+            (
+                "training mode",
+                lambda: check_training_mode(
+                    session,
+                    module,
+                    program,
+                    lambda eval_copy: export_steps.try_export(
+                        eval_copy, args, kwargs, dynamic_shapes, strict
+                    ),
+                ),
+            ),
             (
                 "dynamic dims",
                 lambda: program_steps.check_dims(session, module, program, args, kwargs, dynamic_shapes),
@@ -104,6 +112,7 @@ def diagnose(
             ("run + parity", lambda: program_steps.check_runs(session, program, runs)),
             ("run_decompositions", lambda: program_steps.check_decompositions(session, program)),
             ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
+            ("load elsewhere", lambda: check_load_elsewhere(session, program)),
             ("runtime asserts", lambda: program_steps.check_runtime_asserts(session, program)),
             (
                 "custom operators",
@@ -193,12 +202,6 @@ def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
             f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
             "model) first; the doctor diagnoses export, not the model"
         ) from error
-
-
-def _trains_differently(module: torch.nn.Module) -> bool:
-    """A module in training mode with layers that behave differently in eval mode."""
-    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
-    return any(m.training and isinstance(m, kinds) for m in module.modules())
 
 
 def _model_name(model: Any) -> str:

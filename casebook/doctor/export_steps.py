@@ -10,7 +10,7 @@ import torch
 from .. import catalog
 from .branches import BranchSite, flag_spy
 from .frames import Frame, draft_frames, error_frames
-from .provenance import SIZES, VALUES, origin_at
+from .provenance import SIZES, VALUES, observer_behind, origin_at, origin_in_failed_trace
 from .report import Finding
 from .session import Session, first_line
 
@@ -34,7 +34,7 @@ def _dynamo_reset_after(strict: bool):
             torch._dynamo.reset()
 
 
-def _try_export(module, args, kwargs, dynamic_shapes, strict: bool):
+def try_export(module, args, kwargs, dynamic_shapes, strict: bool):
     """(program, None) or (None, the exception)."""
     with _dynamo_reset_after(strict):
         try:
@@ -55,10 +55,10 @@ def export(
     spy = contextlib.nullcontext([]) if strict else flag_spy()
     finding = None
     with session.step(f"export ({mode})") as record, spy as sites:
-        program, error = _try_export(module, args, kwargs, dynamic_shapes, strict)
+        program, error = try_export(module, args, kwargs, dynamic_shapes, strict)
         if error is not None:
             record.outcome = "failed"
-            finding = session.classified(error, stage, "export")
+            finding = _classified(session, error, stage, module)
             session.add(finding)
     report_branches(session, sites)
     if program is not None:
@@ -74,7 +74,18 @@ def export(
         run_draft(session, module, args, kwargs, dynamic_shapes, strict, finding)
     else:
         session.skip("draft_export", "draft=False")
+    refine_by_origin(finding)  # when no program got past the error
     return None
+
+
+def _classified(session: Session, error: BaseException, stage: str, module) -> Finding:
+    """The export error's finding; one raised inside a quantization observer goes to that entry."""
+    finding = session.classified(error, stage, "export")
+    observer = observer_behind(error, module)
+    if observer is not None:
+        finding.evidence.insert(1, f"raised inside the quantization observer {observer}")
+        finding.reclassify(catalog.entry("quantization-observer"))
+    return finding
 
 
 def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding):
@@ -82,10 +93,10 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
     problem is a note (the reader's chosen mode is the one to fix)."""
     mode, stage = _mode(strict)
     with session.step(f"export ({mode})") as record:
-        program, error = _try_export(module, args, kwargs, dynamic_shapes, strict)
+        program, error = try_export(module, args, kwargs, dynamic_shapes, strict)
         if error is not None:
             record.outcome = "failed"
-            other = session.classified(error, stage, "export")
+            other = _classified(session, error, stage, module)
             if other.page == finding.page and other.kind != "unclassified":
                 finding.evidence.append(f"{mode} export fails too: {first_line(error)}")
             else:
@@ -121,6 +132,7 @@ def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bo
         failures = program._report.failures
         record.detail = f"{len(failures)} problem(s)"
     refine_by_origin(finding, program)
+    refine_by_guards(finding, failures)
     report_draft_failures(session, failures, finding, program)
 
 
@@ -131,19 +143,54 @@ _BY_ORIGIN = {
 }
 
 
-def refine_by_origin(finding: Finding, program) -> None:
-    """A data-dependent error's cause, from where the value it needed came from (draft_export's
-    graph records the read): the evidence gains the provenance, the finding the cause's entry."""
-    if finding.kind not in {key for key, _ in _BY_ORIGIN} or finding.exception is None:
+def refine_by_origin(finding: Finding, program=None) -> None:
+    """A data-dependent error's cause, from where the value it needed came from: the evidence gains
+    the provenance, the finding the cause's entry. A program that got past the error (draft_export's,
+    or the other mode's) names the inputs the read depends on; without one, the graph the failed
+    export had traced still shows the read it stopped at."""
+    already = any(line.startswith("provenance:") for line in finding.evidence)
+    if finding.kind not in {key for key, _ in _BY_ORIGIN} or finding.exception is None or already:
         return
     frames = error_frames(finding.exception)
-    origin = origin_at(program, frames[0]) if frames else None
+    if not frames:
+        return
+    origin = origin_at(program, frames[0]) if program is not None else None
+    if origin is None:
+        origin = origin_in_failed_trace(finding.exception)
     if origin is None:
         return
     finding.evidence.insert(1, origin.evidence(frames[0]))
     better = _BY_ORIGIN.get((finding.kind, origin.source))
     if better is not None:
         finding.reclassify(catalog.entry(better))
+
+
+# A guard that holds only for multiples of a number: `Eq(2*TruncToInt(0.5*ToFloat(s1)), s0)` (a
+# float scale of 0.5 and back), `Eq(2*((s0//2)), s0)`, `Eq(Mod(s0, 2), 0)`.
+_MULTIPLE_GUARD = re.compile(
+    r"\b(\d+)\*(?:TruncToInt|FloorToInt|floor)\(|\b(\d+)\*\(+\w+//\2\)|Mod\(\w+, (\d+)\)"
+)
+
+
+def refine_by_guards(finding: Finding, failures) -> None:
+    """A constraint violation whose suggested fixes name no multiple, while a guard draft_export
+    added holds only for multiples of a number: the code needs a multiple (`needs-a-multiple`)."""
+    from torch.export._draft_export import FailureType
+
+    if finding.kind != "constraints-violated":
+        return
+    for failure in failures:
+        if failure.failure_type != FailureType.GUARD_ADDED:
+            continue
+        expression = failure.data["expr"]
+        match = _MULTIPLE_GUARD.search(expression) if expression.startswith("Eq(") else None
+        if match:
+            factor = next(group for group in match.groups() if group)
+            finding.evidence.insert(
+                1, f"draft_export's guard `{expression}` holds only for multiples of {factor}"
+            )
+            finding.reclassify(catalog.entry("needs-a-multiple"))
+            return
 
 
 # Export's "Constraints violated" entries: draft_export reports their sites as added guards.
@@ -179,6 +226,8 @@ def report_draft_failures(session: Session, failures, finding: Finding, program)
             key = _draft_entry(failure, frames[0] if frames else None, program)
             if key == "constraints-violated" and finding.kind in _CONSTRAINT_ENTRIES:
                 key = finding.kind  # a guard draft_export added is a site of the violation export named
+            elif finding.kind == "quantization-observer":
+                key = finding.kind  # the observer's branches: the cause export named
             new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
         else:
             op = data.get("op", "?")

@@ -251,11 +251,7 @@ def check_custom_operators(session: Session, program, args, kwargs) -> None:
             and node.target.namespace not in BUILTIN_NAMESPACES
         }
     )
-    if custom:
-        session.report.notes.append(
-            "the program calls custom operators (" + ", ".join(f"`{name}`" for name in custom) + "): the "
-            "process that loads it must define them first (import their module, or torch.ops.load_library)"
-        )
+    # What a loading process must import for them: `load_elsewhere` checks it in a fresh process.
     with session.step("custom operators") as record:
         if not custom:
             record.detail = "none in the program"

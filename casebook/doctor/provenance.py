@@ -5,15 +5,20 @@ causes with different fixes. ``int(count.max())`` reads a *value* of an input: n
 for it, so the code must keep it a tensor or bound it (`torch._check`). ``int(spatial_shapes[0, 0])``
 reads a *size* that was packed into a tensor: keep it a Python int and the error disappears.
 
-`draft_export` gets past the error and records the read in its graph (an ``aten.item`` node at the
-failing line). Following that node's data inputs back to the program's inputs tells the two apart: a
-path to an input, a parameter or a buffer means values; a path that ends in constants, or reaches an
-input only through its size (``aten.sym_size``), means sizes.
+The read is an ``aten.item`` node: the last node of the graph the failed export had traced, or the
+node at the failing line in a program that got past the error (`draft_export`'s, or the other export
+mode's, which also names the inputs). Following that node's data inputs back to the graph's inputs
+tells the two apart: a path to an input, a parameter or a buffer means values; a path that ends in
+constants, or reaches an input only through its size (``aten.sym_size``), means sizes.
+
+`observer_behind` answers a third case of one message, several causes: a branch on a value raised
+inside a quantization observer the model still holds.
 """
 
 from __future__ import annotations
 
 import re
+import traceback
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +51,7 @@ class Origin:
 
     def evidence(self, frame: Frame) -> str:
         if self.source == VALUES:
-            read = ", ".join(f"`{name}`" for name in self.inputs)
+            read = ", ".join(name if " " in name else f"`{name}`" for name in self.inputs)
             return f"provenance: {frame.code or frame.location} reads the values of {read} ({self.op})"
         return f"provenance: {frame.code or frame.location} reads sizes packed into a tensor ({self.op})"
 
@@ -68,6 +73,25 @@ def origin_at(program: torch.export.ExportedProgram, frame: Frame) -> Origin | N
                 inputs.append(label)
     op = str(reads[0].target).rsplit(".", 1)[0]
     return Origin(VALUES if inputs else SIZES, op, tuple(inputs))
+
+
+def origin_in_failed_trace(error: BaseException) -> Origin | None:
+    """The origin of the read a failed non-strict export stopped at: the last scalar read of the graph
+    its tracer had built (the tracer is still a local of the traceback's frames). Its placeholders are
+    unnamed, so ``inputs`` says only that the read depends on them."""
+    graph = None
+    frame = error.__traceback__
+    while frame is not None and graph is None:
+        candidate = getattr(frame.tb_frame.f_locals.get("tracer"), "graph", None)
+        graph = candidate if isinstance(candidate, torch.fx.Graph) else None
+        frame = frame.tb_next
+    reads = [node for node in graph.nodes if str(node.target) in _SCALAR_READS] if graph is not None else []
+    if not reads:
+        return None
+    op = str(reads[-1].target).rsplit(".", 1)[0]
+    if _data_inputs(reads[-1]):
+        return Origin(VALUES, op, ("the model's inputs or weights",))
+    return Origin(SIZES, op, ())
 
 
 def _traced_at(node: torch.fx.Node, frame: Frame) -> bool:
@@ -103,3 +127,30 @@ def _program_inputs(program: torch.export.ExportedProgram) -> dict[str, str]:
     names.update({name: f"parameter {target}" for name, target in signature.inputs_to_parameters.items()})
     names.update({name: f"buffer {target}" for name, target in signature.inputs_to_buffers.items()})
     return names
+
+
+# Quantization observers of torch.ao (eager and FX quantization) and of torchao's PT2E flow.
+_OBSERVER_BASES = {"ObserverBase", "FakeQuantizeBase"}
+_OBSERVER_CODE = re.compile(r"quantization[/\\](?:observer|fake_quantize)\.py$|pt2e[/\\]observer\.py$")
+
+
+def observer_behind(error: BaseException, module: torch.nn.Module) -> str | None:
+    """The quantization observer an export error was raised in (``"activation_post_process
+    (HistogramObserver)"``), or None: the error's traceback runs through observer code (non-strict),
+    or its message names an observer class of the model (strict)."""
+    observers = {
+        name: type(child).__name__
+        for name, child in module.named_modules()
+        if _OBSERVER_BASES & {kind.__name__ for kind in type(child).__mro__}
+    }
+    if not observers:
+        return None
+    in_observer_code = any(
+        _OBSERVER_CODE.search(frame.filename) for frame in traceback.extract_tb(error.__traceback__)
+    )
+    named = [name for name, kind in observers.items() if f"{kind}.forward" in str(error)]
+    if not in_observer_code and not named:
+        return None
+    name = named[0] if named else next(iter(observers))
+    more = f" and {len(observers) - 1} more" if len(observers) > 1 else ""
+    return f"`{name}` ({observers[name]}){more}"

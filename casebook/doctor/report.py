@@ -18,6 +18,7 @@ _RANK = {
     "export": 1,
     "strict": 2,
     "draft": 3,
+    "training-mode": 4,
     "dynamic-dims": 4,
     "run": 5,
     "parity": 6,
@@ -30,7 +31,7 @@ _RANK = {
 
 # A cause and the symptoms it explains: when the cause is found, its symptoms are folded under it
 # (a constant written in forward makes the program differ from eager, and from itself after a load).
-EXPLAINS = {"constant-mutated": {"parity-mismatch"}}
+EXPLAINS = {"constant-mutated": {"parity-mismatch"}, "training-mode-baked": {"parity-mismatch"}}
 
 UNCLASSIFIED = "unclassified"
 GENERIC_FIX = (

@@ -69,16 +69,18 @@ class _Definitions(HTMLParser):
 
 @functools.cache
 def built_playbook_terms(html_root: Path) -> dict[str, list[Path]]:
-    """Term text -> files its definition links to, as the built playbook shows them."""
+    """Term text -> files its definitions link to, as the built playbook shows them. One message can
+    head two entries (one message, two causes): the term then links both pages."""
     page = (html_root / PLAYBOOK.relative_to(REPO_ROOT)).with_suffix(".html")
     parser = _Definitions()
     parser.feed(page.read_text(encoding="utf-8"))
-    return {
-        re.sub(r"\s+", " ", "".join(text)).strip(): [
+    terms: dict[str, list[Path]] = {}
+    for text, links in parser.terms:
+        term = re.sub(r"\s+", " ", "".join(text)).strip()
+        terms.setdefault(term, []).extend(
             (page.parent / href.split("#")[0]).resolve() for href in links if href
-        ]
-        for text, links in parser.terms
-    }
+        )
+    return terms
 
 
 def test_playbook_renders_every_group_of_the_catalog_under_its_heading():
