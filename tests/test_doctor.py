@@ -360,3 +360,16 @@ def test_the_load_in_a_fresh_process_runs_only_for_programs_that_name_registrati
 
     (step,) = [step for step in diagnose(**CLEAN()).steps if step.name == "load elsewhere"]
     assert step.detail == "the program names no custom operator or pytree class" and step.seconds < 1, step
+
+
+def test_json_reports_follow_the_documented_schema():
+    import jsonschema
+
+    from casebook.doctor.report import JSON_SCHEMA
+
+    jsonschema.Draft202012Validator.check_schema(JSON_SCHEMA)
+    for case in ("data-dependent-guard", "constant-mutated", "load-needs-registration"):
+        jsonschema.validate(json.loads(diagnose(**REPRODUCTIONS[case]()).to_json()), JSON_SCHEMA)
+    from doctor_cases import CLEAN
+
+    jsonschema.validate(json.loads(diagnose(**CLEAN()).to_json()), JSON_SCHEMA)

@@ -97,9 +97,9 @@ def check_load_elsewhere(session: Session, program) -> None:
             return
         causes = sorted(set(_CAUSE.findall(result.stderr)))
         unimportable = [item for item in needed if item.module == "__main__"]
+        imports = sorted({item.module for item in needed if item.module and item.module != "__main__"})
         record.detail = "a fresh process with `import torch` alone cannot load it"
         if not unimportable:
-            imports = sorted({item.module for item in needed if item.module})
             session.report.notes.append(
                 "a process that loads this program must first import "
                 + (", ".join(f"`{module}`" for module in imports) or "the modules that register them")
@@ -111,4 +111,6 @@ def check_load_elsewhere(session: Session, program) -> None:
     evidence = [f"a fresh process with `import torch` alone: {result.error}"]
     evidence += [f"logged cause: {cause}" for cause in causes]
     evidence += [f"{item.what} is defined in __main__ (a script or a notebook)" for item in unimportable]
+    if imports:
+        evidence.append("the loading process must also import " + ", ".join(f"`{name}`" for name in imports))
     session.add(Finding.from_entry(catalog.entry("load-needs-registration"), evidence, "save-load"))

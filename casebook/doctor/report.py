@@ -41,6 +41,61 @@ GENERIC_FIX = (
 )
 
 
+# What `Report.to_json()` (and `python -m casebook.doctor --json`) prints, as a JSON Schema: the
+# fields a script or a CI job may rely on. `tests/test_doctor.py` validates reports against it.
+JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["model", "ok", "findings", "notes", "steps"],
+    "additionalProperties": False,
+    "properties": {
+        "model": {"type": "string", "description": "the model's class name, or the name given"},
+        "ok": {"type": "boolean", "description": "true when there are no findings"},
+        "findings": {
+            "type": "array",
+            "description": "problems, root causes first",
+            "items": {
+                "type": "object",
+                "required": ["kind", "title", "page", "fix", "evidence", "step", "exception"],
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"type": "string", "description": "a catalog id, or 'unclassified'"},
+                    "title": {"type": "string"},
+                    "page": {"type": "string", "description": "the book page that reproduces and fixes it"},
+                    "fix": {"type": "string", "description": "the fix, naming the API (Markdown)"},
+                    "evidence": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "the error's first line, then provenance, where it happened, the "
+                        "symptoms it explains",
+                    },
+                    "step": {"type": "string", "description": "the doctor step that met it"},
+                    "exception": {
+                        "type": ["string", "null"],
+                        "description": "the exception's qualified class name, when one was raised",
+                    },
+                },
+            },
+        },
+        "notes": {"type": "array", "items": {"type": "string"}, "description": "facts that are not problems"},
+        "steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "outcome", "seconds", "detail"],
+                "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string"},
+                    "outcome": {"enum": ["passed", "failed", "not run"]},
+                    "seconds": {"type": "number", "minimum": 0},
+                    "detail": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
 @dataclass
 class Finding:
     """One problem: its catalog id (``kind``), the page that fixes it, the fix, and the evidence.
