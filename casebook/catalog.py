@@ -538,6 +538,21 @@ ENTRIES: tuple[Entry, ...] = (
         page="notebooks/data_dependent_guards",
     ),
     Entry(
+        id="size-pinned-by-int",
+        group="running",
+        title="A size turned into a Python number pins the dimension: its range says dynamic, a guard says not",
+        message="Guard failed: math.trunc(x.size()[2] / 2) == 16",
+        pattern=r"Guard failed: .*math\.(?:trunc|floor|ceil)\(.*==",
+        raised_as="`AssertionError` when the exported program runs at another size",
+        exceptions=("AssertionError",),
+        stages=("run",),
+        means="the code converted a size to a Python number (`int(x.shape[-2] / 2)`, `math.floor(...)`); "
+        "export used the example's value and guards it, while the dimension's range still says any size",
+        fix="keep the arithmetic on the symbolic size: `x.shape[-2] // 2` (floor division) instead of "
+        "`int()` of a division",
+        page="notebooks/dynamic_shape_hazards",
+    ),
+    Entry(
         id="derived-dim-guard",
         group="running",
         title="An input that is not the multiple a derived dimension (`32 * Dim`) promised",

@@ -122,6 +122,15 @@ def defined_in_a_script() -> type:
 
 
 # ------------------------------------------------------------------ dynamic dimensions
+class HalfByInt(nn.Module):
+    """A resize to half the size computed with `int()` (pytorch/pytorch#138853's pattern)."""
+
+    def forward(self, x):
+        return nn.functional.interpolate(
+            x, size=(int(x.shape[-2] / 2), int(x.shape[-1] / 2)), mode="bilinear"
+        )
+
+
 class Flatten2(nn.Module):
     """A reshape to a fixed leading size (a head written for a batch of 2). With `Dim.AUTO` the batch
     silently becomes static, as in pytorch/pytorch#151094 (a `reshape([batch_size, -1])`)."""
@@ -574,6 +583,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "load-needs-registration": lambda: {"model": defined_in_a_script()(), "args": (torch.rand(3, 5),)},
     "quantization-observer": lambda: {"model": ObservedProjection(), "args": (torch.rand(2, 4),)},
+    "size-pinned-by-int": lambda: {
+        "model": HalfByInt(),
+        "args": (torch.rand(1, 3, 32, 48),),
+        "dynamic_shapes": ({2: Dim.AUTO, 3: Dim.AUTO},),
+    },
     "training-mode-baked": lambda: {"model": AugmentsWhileTraining(), "args": (torch.rand(3, 4),)},
     "dynamic-shapes-spec-mismatch": lambda: {
         "model": ScaledByWeights(),

@@ -35,6 +35,7 @@ import torch
 from .. import catalog
 from . import export_steps, program_steps
 from .load_elsewhere import check_load_elsewhere
+from .other_sizes import check_another_size
 from .report import Report, Step
 from .session import NO_PROGRAM, Session, first_line
 from .training_mode import check_training_mode
@@ -121,6 +122,10 @@ def diagnose(
             (
                 "size 1",
                 lambda: program_steps.check_size_one(session, module, program, args, kwargs, dynamic_shapes),
+            ),
+            (
+                "another size",
+                lambda: check_another_size(session, module, program, args, kwargs, dynamic_shapes),
             ),
             (
                 "input dtypes",

@@ -21,6 +21,7 @@ _RANK = {
     "training-mode": 4,
     "dynamic-dims": 4,
     "run": 5,
+    "another size": 5,
     "parity": 6,
     "branches": 7,
     "decompose": 8,

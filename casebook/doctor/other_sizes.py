@@ -1,0 +1,97 @@
+"""Run the program at a size of each dynamic dimension that the example does not have.
+
+A dimension can be a symbol with the full range in the program and still accept one size only: code
+that turned the size into a Python number (`int(x.shape[-2] / 2)`) leaves a guard on the example's
+value (`math.trunc(x.size()[2] / 2) == 16`), and nothing in the range says so. The doctor runs eager
+and the program with each dynamic size half again the example's (as much smaller at the top of the
+range), every input that shares the symbol changed together: where eager runs and the program
+refuses, or the two differ, the dimension is not as dynamic as it looks.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.utils._pytree as pytree
+
+from .. import catalog
+from ..checks import compare_outputs
+from .program_checks import dimension_results, requested_dims
+from .report import Finding
+from .session import Session, first_line
+
+
+def _probe_size(example: int, lower: int, upper) -> int | None:
+    """A size in [lower, upper], half again the example's (a step of 1 would leave `int(h / 2)`
+    unchanged from 32 to 33), or as much smaller at the top of the range; None if neither fits."""
+    step = max(1, example // 2)
+    if upper is None or example + step <= upper:
+        return example + step
+    return example - step if example - step >= max(lower, 2) else None
+
+
+def _resized(tensor: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """`tensor` with `size` along `dim`: its first slice repeated at the end, or its last one cut."""
+    if size <= tensor.shape[dim]:
+        return tensor.narrow(dim, 0, size)
+    extra = tensor.narrow(dim, 0, size - tensor.shape[dim])
+    return torch.cat([tensor, extra], dim)
+
+
+def check_another_size(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
+    with session.step("another size") as record:
+        if not session.ran_clean:
+            record.detail = "not tried, the program failed on the example"
+            return
+        ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+        by_symbol: dict[str, list] = {}
+        for result in dimension_results(program, requested_dims(module, args, kwargs, dynamic_shapes)):
+            if result.static_size is None and result.symbol in ranges:  # a plain symbol, not 32*s1
+                by_symbol.setdefault(result.symbol, []).append(result.requested)
+        runnable = program.module() if by_symbol else None  # unlifted once, for every probe
+        refused, differ, undecided = [], [], 0
+        for symbol, wants in by_symbol.items():
+            bounds = ranges[symbol]
+            upper = int(bounds.upper) if str(bounds.upper).isdigit() else None
+            size = _probe_size(wants[0].example_size, int(bounds.lower), upper)
+            if size is None:
+                continue
+            values, structure = pytree.tree_flatten((args, kwargs))
+            values = list(values)
+            for want in wants:
+                values[want.leaf] = _resized(values[want.leaf], want.dim, size)
+            probe_args, probe_kwargs = pytree.tree_unflatten(values, structure)
+            label = ", ".join(f"`{want.label}`" for want in wants) + f" = {size}"
+            try:
+                with torch.no_grad():
+                    expected = module(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
+            except Exception:  # the model does not take this size: nothing to conclude
+                undecided += 1
+                continue
+            try:
+                with torch.no_grad():
+                    actual = runnable(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
+                compare_outputs(expected, actual)
+            except AssertionError as error:
+                if "Guard failed" in str(error):
+                    refused.append((label, error))
+                else:
+                    differ.append(f"at {label}: {first_line(error)}")
+            except Exception as error:
+                refused.append((label, error))
+        record.detail = (
+            f"{len(by_symbol)} dynamic size(s) tried at 1.5 times the example's"
+            + (f", {len(refused) + len(differ)} not like eager" if refused or differ else "")
+            + (f", {undecided} that eager does not take" if undecided else "")
+        )
+        if refused or differ:
+            record.outcome = "failed"
+    for label, error in refused:
+        finding = session.classified(error, "run", "another size", context=f"at {label}, where eager runs:")
+        if finding.kind == "unclassified":
+            session.report.notes.append(f"at {label} eager runs and the program raises `{first_line(error)}`")
+        else:
+            session.add(finding)
+    if differ:
+        session.add(Finding.from_entry(catalog.entry("parity-mismatch"), differ, "parity"))
