@@ -188,8 +188,9 @@ ENTRIES: tuple[Entry, ...] = (
         exceptions=(USER_ERROR,),
         stages=("export", "strict"),
         means="a dynamic dimension's example has size 1, and export specializes sizes 0 and 1",
-        fix="an example with size ≥ 2, or `torch.fx.experimental._config.patch(backed_size_oblivious=True)` "
-        "where the model allows it",
+        fix="an example with size ≥ 2; or a `ShapesSpec` with a `ShapeVar` (`torch.fx.experimental."
+        "dynamic_spec`: an unbacked size, never specialized, where the code asks no Python question about "
+        "it), or `torch.fx.experimental._config.patch(backed_size_oblivious=True)` where the model allows it",
         page="notebooks/static_shapes_and_dynamic_dims",
     ),
     Entry(
@@ -617,8 +618,9 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("check",),
         means="export succeeded, but a dimension given as `Dim.AUTO` (or `Dim.DYNAMIC`) is a constant "
         "in the program: the code fixed it, and the program rejects every other size",
-        fix='declare it with a named `Dim("name", min=2)`: export then fails with the line that fixes '
-        "the size; change that line, or accept the static size",
+        fix='declare it with a named `Dim("name", min=2)` (or a `ShapeVar` in a `ShapesSpec`, '
+        "`torch.fx.experimental.dynamic_spec`, which never specializes): export then fails with the line "
+        "that fixes the size; change that line, or accept the static size",
         page="notebooks/static_shapes_and_dynamic_dims",
     ),
     Entry(
