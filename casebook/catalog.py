@@ -151,7 +151,8 @@ ENTRIES: tuple[Entry, ...] = (
         id="data-dependent-value-int",
         group="runtime-values",
         title="A tensor's value is needed as a Python int",
-        message="Could not extract specialized integer from data-dependent expression",
+        message="Could not extract specialized integer from data-dependent expression u0 (unhinted: u0)",
+        pattern="Could not extract specialized integer from data-dependent expression",
         raised_as="`GuardOnDataDependentSymNode` (strict: `UserError`); the message is the one above, the "
         "cause differs: the int is read from an input's values, not from sizes packed into a tensor",
         exceptions=(GUARD_ON_DATA, USER_ERROR),
@@ -167,7 +168,8 @@ ENTRIES: tuple[Entry, ...] = (
         id="quantization-observer",
         group="runtime-values",
         title="A quantization observer left in the model",
-        message="Could not guard on data-dependent expression",
+        message="Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))",
+        pattern="Could not guard on data-dependent expression",
         raised_as="`GuardOnDataDependentSymNode` raised inside the observer's `forward` (strict: `Unsupported`, "
         "its `forward` is skipped); the message is the one of a branch on a value, the cause is the observer",
         exceptions=(GUARD_ON_DATA, USER_ERROR, UNSUPPORTED),
