@@ -20,11 +20,10 @@ import torch
 
 from .. import catalog
 from ..fresh_process import run_python
+from .program_steps import BUILTIN_NAMESPACES
 from .report import Finding
 from .session import Session
 
-# Operator namespaces a plain `import torch` defines.
-_BUILTIN_NAMESPACES = {"aten", "prims", "higher_order", "_assert", "debug_mode_ops"}
 _BUILTIN_MODULES = ("builtins", "collections", "torch.")
 _CAUSE = re.compile(r"We failed to resolve \S+ to an operator|Deserializing \S+ in pytree is not registered")
 LOAD_TIMEOUT_S = 120
@@ -47,7 +46,7 @@ def registrations(program: torch.export.ExportedProgram) -> list[Registration]:
         for node in graph_module.graph.nodes:
             if (
                 isinstance(node.target, torch._ops.OpOverload)
-                and node.target.namespace not in _BUILTIN_NAMESPACES
+                and node.target.namespace not in BUILTIN_NAMESPACES
             ):
                 name = f"operator torch.ops.{node.target.namespace}.{node.target._opname}"
                 found.setdefault(name, Registration(name, _operator_module(node.target)))

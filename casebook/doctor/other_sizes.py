@@ -10,14 +10,13 @@ refuses, or the two differ, the dimension is not as dynamic as it looks.
 
 from __future__ import annotations
 
-import copy
-
 import torch
 import torch.utils._pytree as pytree
 
 from .. import catalog
 from ..checks import compare_outputs
 from .program_checks import dimension_results, requested_dims
+from .program_steps import run_on_copies
 from .report import Finding
 from .session import Session, first_line
 
@@ -64,15 +63,12 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
             probe_args, probe_kwargs = pytree.tree_unflatten(values, structure)
             label = ", ".join(f"`{want.label}`" for want in wants) + f" = {size}"
             try:
-                with torch.no_grad():
-                    expected = module(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
-            except Exception:  # the model does not take this size: nothing to conclude
+                expected = run_on_copies(module, probe_args, probe_kwargs)
+            except Exception:  # the model does not take this size: counted in the step's detail
                 undecided += 1
                 continue
             try:
-                with torch.no_grad():
-                    actual = runnable(*copy.deepcopy(probe_args), **copy.deepcopy(probe_kwargs))
-                compare_outputs(expected, actual)
+                compare_outputs(expected, run_on_copies(runnable, probe_args, probe_kwargs))
             except AssertionError as error:
                 if "Guard failed" in str(error):
                     refused.append((label, error))

@@ -24,14 +24,14 @@ MAX_NOTES = 6
 _MISMATCH = re.compile(r"found mismatched tensor metadata: (.*?)(?: \(scroll up.*)?$", re.S)
 
 
-def _run(function, args, kwargs):
+def run_on_copies(function, args, kwargs):
     """Call `function` on copies of the inputs (a model may write into them), without autograd."""
     with torch.no_grad():
         return function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
 
 
 def _call(program, args, kwargs):
-    return _run(program.module(), args, kwargs)
+    return run_on_copies(program.module(), args, kwargs)
 
 
 def _with_leaf(args, kwargs, index: int, replace):
@@ -218,8 +218,9 @@ def check_runtime_asserts(session: Session, program) -> None:
         )
 
 
-# Operators that come with PyTorch: their fake kernels are PyTorch's own and not the reader's to fix.
-BUILTIN_NAMESPACES = {"aten", "prims", "_operator"}
+# Operators that come with PyTorch (a plain `import torch` defines them): their fake kernels are
+# PyTorch's own, not the reader's to fix, and a process that loads a program has them.
+BUILTIN_NAMESPACES = {"aten", "prims", "_operator", "debug_mode_ops"}
 
 
 class _RecordOperatorCalls(TorchDispatchMode):
@@ -315,8 +316,8 @@ def check_size_one(session: Session, module, program, args, kwargs, dynamic_shap
                 args, kwargs, want.leaf, lambda tensor, dim=want.dim: tensor.narrow(dim, 0, 1)
             )
             try:
-                expected = _run(module, probe_args, probe_kwargs)
-                actual = _run(runnable, probe_args, probe_kwargs)
+                expected = run_on_copies(module, probe_args, probe_kwargs)
+                actual = run_on_copies(runnable, probe_args, probe_kwargs)
             except Exception as error:  # another input shares the size: this probe cannot decide
                 inconclusive.append(f"`{want.label}` = 1: {first_line(error)}")
                 continue
@@ -369,12 +370,12 @@ def check_input_dtypes(session: Session, module, program, args, kwargs) -> None:
             probe_args, probe_kwargs = _with_leaf(args, kwargs, index, lambda tensor: tensor.to(PROBE_DTYPE))
             name = _input_name(leaves[index][0])
             try:
-                _run(module, probe_args, probe_kwargs)
+                run_on_copies(module, probe_args, probe_kwargs)
                 continue  # eager accepts it too: nothing was lost
             except Exception as error:
                 rejected = first_line(error)
             try:
-                _run(runnable, probe_args, probe_kwargs)
+                run_on_copies(runnable, probe_args, probe_kwargs)
             except Exception:
                 continue  # the program rejects it as well: nothing was lost
             lost.append(
