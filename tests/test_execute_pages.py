@@ -235,14 +235,13 @@ def test_a_fresh_clone_orders_pages_by_the_latest_recorded_run():
     assert [page.docname for page in order] == ["a", "b"]
 
 
-def test_the_recorded_runs_have_page_times_for_every_page_of_the_book():
-    from booklayout import toc_pages
-
+def test_the_recorded_runs_render_and_give_page_times():
+    # A page missing from the latest recorded run is fine (a new page): the schedule counts it as
+    # long and starts it first (test_a_fresh_clone_orders_pages_by_the_latest_recorded_run).
     runs = recorded_runs()
     assert runs and all({"date", "change", "outcome", "total (min)"} <= set(run) for run in runs)
     priors = prior_page_seconds()
-    executed = {f"{page}.md" for page in toc_pages() if execute_pages.is_notebook(REPO_ROOT / f"{page}.md")}
-    assert executed - set(priors) <= {"book/build_report.md"}, "pages missing from the latest recorded run"
+    assert priors and all(page.endswith(".md") and seconds > 0 for page, seconds in priors.items())
     table = runs_table(runs)
     assert len(table) == len(runs) and "total (min)" in table.columns
 

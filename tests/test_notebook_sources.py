@@ -16,3 +16,15 @@ def test_notebooks_are_committed_as_text_without_outputs():
             assert text.startswith("---\n") and re.search(r"^jupytext:", front_matter, re.M), (
                 f"{source} lacks the jupytext front matter"
             )
+
+
+def test_the_introduction_links_every_page_of_the_table_of_contents():
+    # The intro is where a reader picks a page: a page added to _toc.yml and not to the intro is
+    # one they never hear of.
+    intro = REPO_ROOT / "book" / "intro.md"
+    linked = {
+        (intro.parent / target).resolve().relative_to(REPO_ROOT).as_posix()
+        for target in re.findall(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`", intro.read_text())
+    }
+    missing = [page for page in toc_pages()[1:] if page not in linked]
+    assert not missing, f"book/intro.md does not link {missing}: add a {{doc}} link to each"

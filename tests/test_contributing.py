@@ -1,0 +1,101 @@
+"""CONTRIBUTING.md names real files, and README.md links to it.
+
+Each recipe in CONTRIBUTING.md lists every file that a change touches. When a file is renamed or
+removed, this test names the paths to update, so no recipe is left pointing nowhere. Paths are read
+from inline code and links outside fenced blocks: the page skeleton and the shell examples are not
+checked. Placeholders (`notebooks/your_page.md`, `<page dir>`) and build outputs (`_build/...`) are
+skipped.
+"""
+
+import re
+
+from casebook import REPO_ROOT
+
+CONTRIBUTING = REPO_ROOT / "CONTRIBUTING.md"
+README = REPO_ROOT / "README.md"
+SUFFIXES = ("py", "md", "yml", "yaml", "txt", "toml", "sh", "json")
+# A token made only of path characters, with a slash or a file name with one of the suffixes.
+_PATH = re.compile(rf"[\w.*/-]*(/[\w.*/-]*|[\w-]\.({'|'.join(SUFFIXES)}))")
+# Made by a build or a checkout, not committed: a fresh clone does not have them.
+GENERATED = ("_build/", ".venv/", ".artifacts/")
+PLACEHOLDERS = ("<", "your_")
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+
+
+def outside_fences(text: str) -> str:
+    """The text outside fenced code blocks. A fence closes only on a bare line of at least as many
+    of its characters, so a ```` block may hold ``` blocks (the page skeleton does)."""
+    kept, fence = [], None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if fence is None:
+            opening = _FENCE.match(stripped)
+            if opening:
+                fence = opening.group(1)
+            else:
+                kept.append(line)
+        elif set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            fence = None
+    return "\n".join(kept)
+
+
+def quoted_paths(text: str) -> set[str]:
+    """Repository paths written in inline code or as link targets, outside fenced blocks."""
+    prose = outside_fences(text)
+    spans = re.findall(r"`([^`]+)`", prose) + re.findall(r"\]\(([^)\s]+)\)", prose)
+    paths = set()
+    for token in (token for span in spans for token in span.split()):
+        token = token.split("::")[0]  # a pytest node id names its file
+        if token.startswith(("/", "../", "http:", "https:", "#")) or token.startswith(GENERATED):
+            continue
+        if any(mark in token for mark in PLACEHOLDERS):
+            continue
+        if _PATH.fullmatch(token):
+            paths.add(token)
+    return paths
+
+
+def exists(path: str) -> bool:
+    if "*" in path:
+        return any(REPO_ROOT.glob(path))
+    return (REPO_ROOT / path).exists()
+
+
+def test_the_parser_reads_paths_and_skips_placeholders_fences_and_build_outputs():
+    text = "\n".join(
+        [
+            "Touch `casebook/catalog.py` and `_toc.yml`, see [the README](README.md).",
+            "Not `notebooks/your_page.md`, `<page dir>/x.md`, `_build/html`, `.md`, `make unit`.",
+            "Run `tests/test_catalog.py::test_x` and `scripts/lint_pages.sh notebooks/a.md`.",
+            "````markdown",
+            "```{code-cell} ipython3",
+            "`casebook/inside_a_fence.py`",
+            "```",
+            "````",
+            "After the fence: `tests/site/`.",
+        ]
+    )
+    assert quoted_paths(text) == {
+        "casebook/catalog.py",
+        "_toc.yml",
+        "README.md",
+        "tests/test_catalog.py",
+        "scripts/lint_pages.sh",
+        "notebooks/a.md",
+        "tests/site/",
+    }
+
+
+def test_every_path_in_contributing_exists():
+    paths = quoted_paths(CONTRIBUTING.read_text(encoding="utf-8"))
+    assert len(paths) >= 40, f"only {len(paths)} paths found in CONTRIBUTING.md: {sorted(paths)}"
+    missing = sorted(path for path in paths if not exists(path))
+    assert not missing, (
+        f"CONTRIBUTING.md names paths that do not exist: {missing}. Update CONTRIBUTING.md: its "
+        "recipes must list the files a change touches today."
+    )
+
+
+def test_readme_links_to_contributing():
+    readme = README.read_text(encoding="utf-8")
+    assert "](CONTRIBUTING.md)" in readme, "README.md must link to [CONTRIBUTING.md](CONTRIBUTING.md)"
