@@ -1,5 +1,6 @@
 """Where the book's pages are: the repository root and the pages listed in `_toc.yml`."""
 
+import re
 from pathlib import Path
 
 import yaml
@@ -24,3 +25,24 @@ def toc_pages() -> list[str]:
 def page_source(page: str) -> Path:
     """The source file (.md or .ipynb) of a TOC page."""
     return next(REPO_ROOT.glob(f"{page}.*"))
+
+
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+
+
+def outside_fences(text: str) -> list[str]:
+    """The lines of Markdown text outside fenced blocks (code cells, quoted output). A fence may be
+    indented (inside a list item) and closes only on a bare line of at least as many of its
+    characters, so a ```` block may hold ``` blocks."""
+    kept, fence = [], None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if fence is None:
+            opening = _FENCE.match(stripped)
+            if opening:
+                fence = opening.group(1)
+            else:
+                kept.append(line)
+        elif set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            fence = None
+    return kept

@@ -9,6 +9,7 @@ skipped.
 
 import re
 
+from booklayout import outside_fences
 from casebook import REPO_ROOT
 
 CONTRIBUTING = REPO_ROOT / "CONTRIBUTING.md"
@@ -19,29 +20,11 @@ _PATH = re.compile(rf"[\w.*/-]*(/[\w.*/-]*|[\w-]\.({'|'.join(SUFFIXES)}))")
 # Made by a build or a checkout, not committed: a fresh clone does not have them.
 GENERATED = ("_build/", ".venv/", ".artifacts/")
 PLACEHOLDERS = ("<", "your_")
-_FENCE = re.compile(r"(`{3,}|~{3,})")
-
-
-def outside_fences(text: str) -> str:
-    """The text outside fenced code blocks. A fence closes only on a bare line of at least as many
-    of its characters, so a ```` block may hold ``` blocks (the page skeleton does)."""
-    kept, fence = [], None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if fence is None:
-            opening = _FENCE.match(stripped)
-            if opening:
-                fence = opening.group(1)
-            else:
-                kept.append(line)
-        elif set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-            fence = None
-    return "\n".join(kept)
 
 
 def quoted_paths(text: str) -> set[str]:
     """Repository paths written in inline code or as link targets, outside fenced blocks."""
-    prose = outside_fences(text)
+    prose = "\n".join(outside_fences(text))
     spans = re.findall(r"`([^`]+)`", prose) + re.findall(r"\]\(([^)\s]+)\)", prose)
     paths = set()
     for token in (token for span in spans for token in span.split()):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from booklayout import page_source, toc_pages
+from booklayout import outside_fences, page_source, toc_pages
 
 # Tours show how something works; they reproduce no failure.
 TOURS = {"notebooks/export_ir_tour", "notebooks/exported_program_to_engine"}
@@ -17,21 +17,14 @@ SKELETON_PAGES = [
     page for page in toc_pages() if page.startswith(("notebooks/", "case_studies/")) and page not in TOURS
 ]
 MARKS = ("✓", "✗")
-# Headings outside code cells: lines starting with #'s, skipping fenced blocks (code cells hold comments).
-_FENCE = re.compile(r"^(`{3,}|~{3,})")
 
 
 def headings(page: str) -> list[tuple[int, str]]:
-    """(level, text) of every Markdown heading of the page, in order."""
-    found, fence = [], None
-    for line in page_source(page).read_text(encoding="utf-8").splitlines():
-        opening = _FENCE.match(line)
-        if opening and (fence is None or line.startswith(fence)):
-            fence = None if fence else opening.group(1)
-            continue
-        if fence is None and (match := re.match(r"^(#{1,6}) (.*)$", line)):
-            found.append((len(match.group(1)), match.group(2).strip()))
-    return found
+    """(level, text) of every Markdown heading of the page, in order (code cells hold comments)."""
+    lines = outside_fences(page_source(page).read_text(encoding="utf-8"))
+    return [
+        (len(m.group(1)), m.group(2).strip()) for line in lines if (m := re.match(r"^(#{1,6}) (.*)$", line))
+    ]
 
 
 def first_index(titles: list[str], predicate) -> int | None:
