@@ -159,6 +159,25 @@ def test_the_model_refuses_inputs_it_was_not_exported_for(tiny, inputs, message)
     assert "the model refused the inputs" in result.error and message in result.error, result.stderr
 
 
+def test_a_refusal_lists_each_input_as_given(tiny):
+    """The package names dtypes by number; the runner's hint names them, with shape and strides."""
+    _, package = tiny
+    result = run_cpp(package, (torch.rand(3, 64, 96, dtype=torch.float64),))
+    assert "unmatched dtype, expected: 6(at::kFloat), but got: 7" in result.error
+    assert "input 0: [3, 64, 96] Double, strides [6144, 96, 1]" in result.error, result.stderr
+
+
+def test_the_inputs_keep_their_memory_layout(tiny):
+    """A transposed view reaches the package as it is: refused with the checks, read wrongly without."""
+    model, package = tiny
+    view = torch.rand(3, 96, 64).transpose(1, 2)
+    result = run_cpp(package, (view,))
+    assert result.returncode == 5 and "unmatched stride value" in result.error
+    assert "strides [6144, 1, 64] (not contiguous)" in result.error, result.stderr
+    unchecked = run_cpp(package, (view,), check_inputs=False)
+    assert unchecked.ok and not torch.allclose(unchecked.outputs[0], model(view)[0])
+
+
 def test_without_the_checks_a_size_outside_the_range_runs(tiny):
     """AOTInductor's default: the package trusts its inputs (here a memory-safe case: a small image)."""
     model, package = tiny

@@ -178,7 +178,9 @@ def run_cpp(
     runner = runner_path()
     with tempfile.TemporaryDirectory(prefix="run_aoti-") as folder:
         inputs_file, outputs_file = Path(folder) / "inputs.pt", Path(folder) / "outputs.pt"
-        torch.save([leaf.detach().contiguous() for leaf in leaves], inputs_file)
+        # clone() keeps each tensor's memory layout (channels-last, a transposed view's strides):
+        # the program gets the tensors as given, and the file holds only their own elements.
+        torch.save([leaf.detach().clone() for leaf in leaves], inputs_file)
         env = {**os.environ, "AOTI_RUNTIME_CHECK_INPUTS": "1" if check_inputs else "0"}
         if library_path:
             folders = [str(folder) for folder in library_path]

@@ -12,7 +12,7 @@
 // prints their median and minimum.
 //
 // Exit codes: 0 ran, 2 usage, 3 the package did not load, 4 the inputs file did not load,
-// 5 the model refused the inputs (wrong count, dtype, shape or size outside the exported range),
+// 5 the model refused the inputs (wrong count, dtype, shape, size outside the range or memory layout),
 // 6 an operator library did not load.
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/serialize.h>
@@ -86,6 +86,12 @@ std::string shape_of(const at::Tensor& t) {
   return text + "] " + std::string(c10::toString(t.scalar_type()));
 }
 
+std::string strides_of(const at::Tensor& t) {
+  std::string text = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) text += (d ? ", " : "") + std::to_string(t.stride(d));
+  return text + "]";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,9 +118,10 @@ int main(int argc, char** argv) {
                 kUsageText);
   }
   const std::string package = positional[0], inputs_path = positional[1], outputs_path = positional[2];
-  // The generated code checks each input's dtype, fixed sizes and the range of every dynamic size
-  // against what was exported, but only when this variable is set; without it a wrong size is not
-  // caught and the model reads memory it was never given.
+  // The generated code checks each input's dtype, fixed sizes, strides and the range of every
+  // dynamic size, but only when this variable is set; without it a wrong input is not caught and the
+  // model reads memory it was never given. The range is PyTorch's own: it starts at 2 for a size
+  // exported with a minimum of 1 (the side-by-side page shows batch 1 refused).
   setenv("AOTI_RUNTIME_CHECK_INPUTS", "1", /*overwrite=*/0);
 
   for (const std::string& library : libraries) {
@@ -164,9 +171,17 @@ int main(int argc, char** argv) {
   try {
     outputs = loader->run(inputs);
   } catch (const std::exception& e) {
-    // The first line is the model's own message: which input, which size, what it expected.
+    // The first line is the model's own message: which input, which size, what it expected. It
+    // names dtypes by number ("expected: 6(at::kFloat), but got: 7") and strides without the tensor:
+    // the hint lists each input as given, dtype by name.
+    std::string given;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      given += "\n  input " + std::to_string(i) + ": " + shape_of(inputs[i]) + ", strides " + strides_of(inputs[i]) +
+               (inputs[i].is_contiguous() ? "" : " (not contiguous)");
+    }
     return fail(kRefused, "the model refused the inputs: " + first_line(e.what()),
-                "pass the inputs the program was exported with (count, dtype, sizes within the exported range)");
+                "pass the inputs the program was exported with (count, dtype, sizes within the exported range, "
+                "contiguous memory); given:" + given);
   }
   double run_ms = milliseconds_since(start);
 
