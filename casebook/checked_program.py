@@ -8,6 +8,8 @@ structure, each tensor's dtype, and each dimension's size or range) from the pro
 checks a call against it first, raising `TypeError` (wrong dtype or container) or `ValueError`
 (wrong count or size) with the input's name, what the program accepts, and what to do. Model
 specific checks (such as the ones a model runs in Python and export traces away) run before those.
+The same checks can guard any route compiled from the program (``run=``): an AOTInductor package
+checks nothing by default, and ONNX Runtime does not check the exported range.
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ class CheckedProgram:
     ``checks`` are callables run first with the call's arguments, for checks of the model's own
     that export traced away (each raises its own error). ``what_to_do`` is appended to every size
     and dtype message (e.g. "Resize the image to fit."). Accepts a loaded program as well.
+
+    ``run`` is what a call that passes the checks runs: by default ``program.module()``; any other
+    route compiled from the same program (an AOTInductor package, an ExecuTorch or ONNX Runtime
+    session) gets the program's checks this way. ``contiguous_only`` also refuses tensors whose
+    memory is not laid out as the export example's was (a transposed view, channels-last): runtimes
+    that read an input's memory as contiguous return other values for them.
     """
 
     def __init__(
@@ -105,11 +113,17 @@ class CheckedProgram:
         program: torch.export.ExportedProgram,
         *checks: Callable[..., Any],
         what_to_do: str = "",
+        run: Callable[..., Any] | None = None,
+        contiguous_only: bool = False,
     ):
+        if run is not None and not callable(run):
+            raise TypeError(f"run must be callable (a loaded package or session), got {type(run).__name__}")
         self.program = program
         self.module = program.module()
+        self.run = run if run is not None else self.module
         self.checks = checks
         self.what_to_do = what_to_do
+        self.contiguous_only = contiguous_only
         self.parameters = _parameters(self.module)
         self.spec, self.contracts = input_contract(program, self.parameters)
 
@@ -117,7 +131,7 @@ class CheckedProgram:
         for check in self.checks:
             check(*args, **kwargs)
         self.check(*args, **kwargs)
-        return self.module(*args, **kwargs)
+        return self.run(*args, **kwargs)
 
     def check(self, *args: Any, **kwargs: Any) -> None:
         """Raise `TypeError` or `ValueError` naming what in the call the program does not accept."""
@@ -179,6 +193,16 @@ class CheckedProgram:
                         f"{where} is {size} but {first[0]} is {first[1]}; the program was exported with "
                         f"these two sizes equal.{advice}"
                     )
+        if self.contiguous_only and not value.is_contiguous():
+            layout = (
+                "channels-last"
+                if value.is_contiguous(memory_format=torch.channels_last)
+                else "not contiguous"
+            )
+            raise ValueError(
+                f"{name} is {layout} (strides {value.stride()}); the compiled program reads its memory "
+                f"as contiguous and would return other values. Pass {name}.contiguous().{advice}"
+            )
 
 
 def _dim_contract(size: int | torch.SymInt, range_constraints: dict) -> DimContract:

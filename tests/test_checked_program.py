@@ -187,3 +187,39 @@ def test_keywords_in_another_order_are_checked_by_name():
     )
     with pytest.raises(TypeError, match=r"^scale is torch.float64; "):
         checked(x, scale=scale.double(), offset=offset)
+
+
+def test_run_is_what_a_call_that_passes_the_checks_runs(program):
+    calls = []
+
+    def route(*args, **kwargs):
+        calls.append((args, kwargs))
+        return "from the route"
+
+    args, kwargs = example()
+    guarded = CheckedProgram(program, run=route)
+    assert guarded(*args, **kwargs) == "from the route" and len(calls) == 1
+    with pytest.raises(TypeError, match="images is torch.float64"):
+        guarded(args[0].double(), args[1], **kwargs)
+    assert len(calls) == 1  # the route never saw the wrong call
+    with pytest.raises(TypeError, match="run must be callable .*got str"):
+        CheckedProgram(program, run="package.pt2")
+
+
+@pytest.mark.parametrize(
+    ("layout", "name"),
+    [
+        (lambda t: t.contiguous(memory_format=torch.channels_last), "channels-last"),
+        (lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2), "not contiguous"),
+    ],
+    ids=["channels-last", "transposed"],
+)
+def test_contiguous_only_refuses_other_memory_layouts(program, layout, name):
+    (images, masks), kwargs = example()
+    other = layout(images)
+    assert CheckedProgram(program).check(other, masks, **kwargs) is None  # the ExportedProgram runs it
+    guarded = CheckedProgram(program, contiguous_only=True, what_to_do="Resize to fit.")
+    message = re.escape(f"images is {name} (strides {other.stride()}); the compiled program reads")
+    with pytest.raises(ValueError, match=message + ".*Pass images.contiguous\\(\\). Resize to fit.$"):
+        guarded(other, masks, **kwargs)
+    guarded(images, masks, **kwargs)
