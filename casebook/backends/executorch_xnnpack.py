@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib.util
 import io
 import logging
 import operator
@@ -352,3 +353,20 @@ def backbone_replaced(model: torch.nn.Module, backbone: torch.nn.Module) -> Iter
         yield model
     finally:
         model.backbone = original
+
+
+def error_code_names() -> dict[int, str]:
+    """ExecuTorch's error codes by number (``0x12``: ``InvalidArgument``), read from its installed header.
+
+    The Python runtime reports a failed call as "failed with error 0x12"; the name is in
+    ``runtime/core/error.h``, which the wheel ships.
+    """
+    spec = importlib.util.find_spec("executorch")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("executorch is not installed: `make build` installs the pinned version")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    header = root / "include" / "executorch" / "runtime" / "core" / "error.h"
+    if not header.is_file():
+        raise FileNotFoundError(f"no {header}: this executorch wheel does not ship its C++ headers")
+    found = re.findall(r"^\s*(\w+)\s*=\s*(0x[0-9a-fA-F]+)\s*,", header.read_text(), flags=re.MULTILINE)
+    return {int(code, 16): name for name, code in found}
