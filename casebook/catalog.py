@@ -30,6 +30,7 @@ STAGES = {
     "decompose": "ExportedProgram.run_decompositions()",
     "save-load": "torch.export.save / torch.export.load",
     "check": "the doctor's own checks of the exported program (parity, dimensions)",
+    "aoti": "an AOTInductor package compiled from the program, run in a worker process (`aoti=True`)",
     "tensorrt": "Torch-TensorRT's dry run",
     "tensorrt-build": "a real TensorRT engine build (`build_engines`: Torch-TensorRT for RTX, no GPU needed)",
 }
@@ -718,6 +719,37 @@ ENTRIES: tuple[Entry, ...] = (
         fix="a fake kernel that allows empty results: `torch.library.register_fake` with "
         "`ctx.new_dynamic_size(min=0)`; or, if the bound is yours (`torch._check`), nothing to do",
         page="notebooks/data_dependent_guards",
+    ),
+    Entry(
+        id="aoti-unchecked-inputs",
+        group="silent",
+        title="An AOTInductor package runs inputs it was not compiled for",
+        label="side-by-side-refusals",
+        stages=("aoti",),
+        means="by default the package's generated code checks nothing about its inputs: a float64 or "
+        "uint8 tensor, a tensor missing a dimension, a transposed or channels-last view all run and "
+        "return other values than eager's, or read memory they were never given",
+        fix="`AOTI_RUNTIME_CHECK_INPUTS=1` in the serving process before the package's first call "
+        "(`run_aoti` sets it), or `CheckedProgram(program, run=package, contiguous_only=True)` in front "
+        "of the package",
+        page="shipping/side_by_side",
+    ),
+    Entry(
+        id="aoti-size-one-refused",
+        group="running",
+        title="With its input checks on, an AOTInductor package refuses size 1, which the program accepts",
+        message="expected it to be >= 2, but got: 1",
+        pattern=r"dim value is too small at \d+, expected it to be >= 2, but got: [01]\b",
+        raised_as="`RuntimeError` from the package's call in Python, exit code 5 from `run_aoti`; only "
+        "with `AOTI_RUNTIME_CHECK_INPUTS=1`",
+        exceptions=("RuntimeError",),
+        stages=("aoti",),
+        means="the check compares each dynamic size with PyTorch's own range for it, which starts at 2 "
+        "(sizes 0 and 1 are specialized while tracing), not with the exported `Dim(min=1)`: a batch "
+        "of one image is refused",
+        fix="leave `AOTI_RUNTIME_CHECK_INPUTS` unset and check inputs against the exported range with "
+        "`CheckedProgram(program, run=package, contiguous_only=True)`",
+        page="shipping/side_by_side",
     ),
     Entry(
         id="tensorrt-unsupported-ops",

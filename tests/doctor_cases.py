@@ -428,6 +428,17 @@ class CropToStride(nn.Module):
         return x[:, :, : h // 32 * 32] * 2
 
 
+class ScoreHead(nn.Module):
+    """Centres its features, then scores them: served one request at a time as often as in batches."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.linear((x - 0.5) * 2).softmax(-1)
+
+
 class RequiresFloat(nn.Module):
     """torchvision's `normalize_image` pattern: a dtype check in Python that export runs only once."""
 
@@ -701,6 +712,13 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "exported-program-input-checks": lambda: {"model": RequiresFloat(), "args": (torch.rand(2, 3),)},
     "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
+    "aoti-unchecked-inputs": lambda: {"model": ScoreHead().eval(), "args": (torch.rand(2, 4),), "aoti": True},
+    "aoti-size-one-refused": lambda: {
+        "model": ScoreHead().eval(),
+        "args": (torch.rand(2, 4),),
+        "dynamic_shapes": ({0: Dim("batch", min=1, max=8)},),
+        "aoti": True,
+    },
     "tensorrt-unsupported-ops": lambda: {"model": KeepAfterNms(), "args": _boxes(), "tensorrt": True},
     "tensorrt-rtx-nonzero": lambda: {
         "model": ScoreFilter().eval(),

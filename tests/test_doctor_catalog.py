@@ -13,9 +13,12 @@ from casebook import catalog
 from casebook.doctor import diagnose
 from casebook.pytree_nodes import unregister_nodes
 
-# The dry run and the engine build start Torch-TensorRT worker processes (seconds each); every other
+# The dry run and the engine build start Torch-TensorRT worker processes (seconds each), the AOTInductor
+# cases compile a package and run it in workers; every other
 # case takes under a second.
 SLOW = {
+    "aoti-unchecked-inputs",
+    "aoti-size-one-refused",
     "tensorrt-unsupported-ops",
     "tensorrt-rtx-nonzero",
     "tensorrt-symbolic-split",

@@ -162,3 +162,12 @@ def test_the_runtime_log_line_is_kept_per_case():
 def test_executorch_error_codes_are_named_from_its_header():
     names = error_code_names()
     assert names[0x10] == "NotSupported" and names[0x12] == "InvalidArgument"
+
+
+def test_a_case_is_one_tensor_or_args_and_kwargs(tmp_path):
+    artifact = tmp_path / "program.pt2"
+    artifact.write_bytes(b"")
+    with pytest.raises(TypeError, match="a case's input must be a tensor or \\(args, kwargs\\), got list"):
+        probe("ExportedProgram", artifact, [("listed", [torch.ones(1)])])
+    two = run_here(lambda x, *, scale: x * scale, [("keyword", ((torch.ones(2),), {"scale": 3.0}))])
+    torch.testing.assert_close(two[0].outputs[0], torch.full((2,), 3.0))

@@ -2,7 +2,7 @@
 
     python -m casebook.backends._refusal_worker ROUTE ARTIFACT CASES.pt FOLDER START
 
-ROUTE is one of ``refusals.IN_PROCESS_LOADERS``. CASES.pt holds a list of (name, tensor). From index
+ROUTE is one of ``refusals.IN_PROCESS_LOADERS``. CASES.pt holds a list of (name, args, kwargs). From index
 START on, each case's outcome is written before the next one starts: ``FOLDER/<i>.json`` holds what
 happened (``ran``, or the exception's type and first line) and ``FOLDER/<i>.pt`` the outputs. A case
 that kills the process leaves ``FOLDER/started`` naming it and no ``.json``: the parent records the
@@ -22,7 +22,8 @@ CASE_MARKER = "refusal worker: case "
 
 
 def load(route: str, artifact: str):
-    """The artifact loaded the way the route's runtime loads it, called on positional tensors."""
+    """The artifact loaded the way its runtime loads it, called like the program: ExecuTorch and ONNX
+    Runtime get the inputs' tensors flattened, in order."""
     if route == "ExportedProgram":
         return torch.export.load(artifact).module()
     if route == "AOTInductor (Python)":
@@ -32,11 +33,12 @@ def load(route: str, artifact: str):
 
         method = Runtime.get().load_program(artifact).load_method("forward")
         # The runtime's own call, with the tensors as given (no .contiguous() on the way in).
-        return lambda *tensors: list(method.execute(list(tensors)))
+        return lambda *args: list(method.execute(pytree.tree_leaves(args)))
     if route == "ONNX Runtime":
         from casebook.backends.onnx_runtime import OnnxRuntimeProgram
 
-        return OnnxRuntimeProgram(artifact, threads=1)
+        session = OnnxRuntimeProgram(artifact, threads=1)
+        return lambda *args: session(*pytree.tree_leaves(args))
     raise ValueError(f"no loader for route {route!r}")
 
 
@@ -50,10 +52,10 @@ def main(route: str, artifact: str, cases_file: str, folder: str, start: str) ->
         # A runtime's own log lines (ExecuTorch's "[method.cpp:1206] ...") go to stderr: the marker
         # tells the parent which case they belong to.
         print(f"{CASE_MARKER}{index}", file=sys.stderr, flush=True)
-        _, tensor = cases[index]
+        _, args, kwargs = cases[index]
         try:
             with torch.no_grad():
-                outputs = [t.detach().clone() for t in pytree.tree_leaves(run(tensor))]
+                outputs = [t.detach().clone() for t in pytree.tree_leaves(run(*args, **kwargs))]
         except Exception as error:  # the outcome being measured: which error, with which message
             message = str(error).strip().splitlines()[0] if str(error).strip() else ""
             result = {"ran": False, "error": f"{type(error).__name__}: {message}"}

@@ -86,17 +86,20 @@ class Raw:
     log: str = ""  # the runtime's first log line for the case, if it wrote one
 
 
-def run_here(fn: Callable[..., object], cases: Sequence[tuple[str, torch.Tensor]]) -> list[Raw]:
+def run_here(
+    fn: Callable[..., object], cases: Sequence[tuple[str, torch.Tensor | tuple[tuple, dict]]]
+) -> list[Raw]:
     """``fn`` on each case in this process: eager PyTorch (the reference), or a checking wrapper.
 
     Only for callables that cannot crash the process on a bad input; the routes go through
     :func:`probe`.
     """
     results = []
-    for _, tensor in cases:
+    for _, value in cases:
+        args, kwargs = _as_call(value)
         try:
             with torch.no_grad():
-                results.append(Raw([t.detach() for t in pytree.tree_leaves(fn(tensor))]))
+                results.append(Raw([t.detach() for t in pytree.tree_leaves(fn(*args, **kwargs))]))
         except (RuntimeError, ValueError, TypeError) as error:  # refusing the input is a result
             results.append(Raw(error=_first_line(error)))
     return results
@@ -117,13 +120,14 @@ def table(cases: Sequence[tuple[str, torch.Tensor]], eager: list[Raw], columns: 
 def probe(
     route: str,
     artifact: str | os.PathLike[str],
-    cases: Sequence[tuple[str, torch.Tensor]],
+    cases: Sequence[tuple[str, torch.Tensor | tuple[tuple, dict]]],
     *,
     check_inputs: bool = False,
     timeout_s: float = 300,
 ) -> list[Raw]:
     """Every case through ``route``'s ``artifact``, in worker processes; a crash is a result.
 
+    Each case is (name, input): one tensor, or ``(args, kwargs)`` for a program of several inputs.
     ``route`` is one of :data:`ROUTES`. ``check_inputs`` sets ``AOTI_RUNTIME_CHECK_INPUTS`` for the
     worker (only AOTInductor reads it). The C++ route runs the book's ``run_aoti``, one process per
     case, on one thread; the Python workers run on one thread too.
@@ -132,10 +136,11 @@ def probe(
         raise ValueError(f"unknown route {route!r}: use one of {list(ROUTES)}")
     if not Path(artifact).is_file():
         raise FileNotFoundError(f"no {route} artifact at {artifact}: build it first (routes.build_routes)")
+    calls = [(name, *_as_call(value)) for name, value in cases]
     if route == "AOTInductor (C++)":
         runs = [
-            run_cpp(artifact, [t], check_inputs=check_inputs, threads=1, timeout_s=timeout_s)
-            for _, t in cases
+            run_cpp(artifact, (args, kwargs), check_inputs=check_inputs, threads=1, timeout_s=timeout_s)
+            for _, args, kwargs in calls
         ]
         return [Raw(list(run.outputs)) if run.ok else Raw(error=_cpp_error(run)) for run in runs]
     env = dict(os.environ)
@@ -144,7 +149,7 @@ def probe(
     results: dict[int, Raw] = {}
     with tempfile.TemporaryDirectory(prefix="refusals-") as folder:
         out = Path(folder)
-        torch.save(list(cases), out / "cases.pt")
+        torch.save(calls, out / "cases.pt")
         start = 0
         while start < len(cases):
             command = [sys.executable, "-m", "casebook.backends._refusal_worker", route, str(artifact)]
@@ -166,6 +171,19 @@ def probe(
             (out / "started").unlink()
             start = crashed + 1
     return [results[index] for index in range(len(cases))]
+
+
+def _as_call(value: torch.Tensor | tuple[tuple, dict]) -> tuple[tuple, dict]:
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], tuple)
+        and isinstance(value[1], dict)
+    ):
+        return value
+    raise TypeError(f"a case's input must be a tensor or (args, kwargs), got {type(value).__name__}")
 
 
 def _logs_by_case(stderr: str) -> dict[int, str]:

@@ -1,4 +1,4 @@
-"""``python -m casebook.doctor FILE.py:FACTORY [--json] [--tensorrt]``: the doctor from a shell.
+"""``python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--tensorrt]``: the doctor from a shell.
 
 ``FACTORY()`` returns a dict with the keys ``model`` and ``args`` and optionally ``kwargs``,
 ``dynamic_shapes`` and ``check_inputs`` (more inputs to run the exported program on). Exit codes: 0 when the program exports and runs clean, 1 when there are
@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-USAGE = (
-    "python -m casebook.doctor FILE.py:FACTORY [--json] [--tensorrt] [--strict] [--no-compare] [--no-draft]"
-)
+USAGE = "python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--tensorrt] [--strict] [--no-compare] [--no-draft]"
 KEYS = {"model", "args", "kwargs", "dynamic_shapes", "check_inputs"}
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -34,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m casebook.doctor", usage=USAGE, description=__doc__.split("\n\n")[0])
     parser.add_argument("target", help="FILE.py:FACTORY, a function returning {'model': ..., 'args': (...)}")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--aoti",
+        action="store_true",
+        help="add an AOTInductor package and what it refuses, checks on and off",
+    )
     parser.add_argument(
         "--tensorrt", action="store_true", help="add Torch-TensorRT's dry run and a real engine build"
     )
@@ -129,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 compare=not options.no_compare,
                 draft=not options.no_draft,
                 check_inputs=spec.get("check_inputs", ()),
+                aoti=options.aoti,
                 tensorrt=options.tensorrt,
                 progress=progress,
             )

@@ -13,8 +13,9 @@ The steps, each going as far as it can instead of stopping at the first error:
    ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
    operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
    whose range includes 1, at 1, against eager; each floating-point
-   input given as uint8 to eager and to the program (a dtype check lost in export); and, with
-   ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
+   input given as uint8 to eager and to the program (a dtype check lost in export); with
+   ``aoti=True``, an AOTInductor package and what it refuses (`casebook.doctor.aoti_package`); and,
+   with ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
 
 Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
 ``unclassified`` finding that sends the reader to the playbook, never to a guessed page.
@@ -33,7 +34,7 @@ from typing import Any
 import torch
 
 from .. import catalog
-from . import export_steps, program_steps
+from . import aoti_package, export_steps, program_steps
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -55,6 +56,7 @@ def diagnose(
     compare: bool = True,
     draft: bool = True,
     check_inputs: Sequence[Any] = (),
+    aoti: bool = False,
     tensorrt: bool = False,
     name: str | None = None,
     progress: Callable[[Step], None] | None = None,
@@ -64,7 +66,9 @@ def diagnose(
     ``strict=True`` exports in strict mode (TorchDynamo) instead of non-strict. When export fails,
     ``compare`` also tries the other mode and ``draft`` runs `draft_export`. ``check_inputs`` are more
     inputs to run the exported program on and compare with eager (each an args tuple, or a dict with
-    ``args`` and ``kwargs``): a batch of another size, an image with no detections. ``tensorrt=True``
+    ``args`` and ``kwargs``): a batch of another size, an image with no detections. ``aoti=True``
+    compiles an AOTInductor package and runs it in a worker process, with its input checks on and
+    off (`casebook.doctor.aoti_package`). ``tensorrt=True``
     adds Torch-TensorRT's dry run and a real engine build (`casebook.backends.trt_engine.build_engines`).
     ``progress`` is called with each finished `Step`.
 
@@ -132,6 +136,8 @@ def diagnose(
                 lambda: program_steps.check_input_dtypes(session, module, program, args, kwargs),
             ),
         ]
+        if aoti:
+            steps.append((aoti_package.STEP, lambda: aoti_package.check_aoti(session, program, args, kwargs)))
         if tensorrt:
             steps.append(
                 ("TensorRT dry run", lambda: program_steps.check_tensorrt(session, program, args, kwargs))
