@@ -449,7 +449,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         id="wrong-fake-kernel",
         group="operators",
-        title="A fake kernel that promises the wrong shape",
+        title="A fake kernel that promises the wrong shape or dtype",
         label="custom-operators-wrong-fake",
         stages=("check",),
         means="a custom operator's fake kernel returns a shape or dtype its real kernel does not: export "
