@@ -738,7 +738,7 @@ ENTRIES: tuple[Entry, ...] = (
         id="aoti-size-one-refused",
         group="running",
         title="With its input checks on, an AOTInductor package refuses size 1, which the program accepts",
-        message="expected it to be >= 2, but got: 1",
+        message="dim value is too small at 0, expected it to be >= 2, but got: 1",
         pattern=r"dim value is too small at \d+, expected it to be >= 2, but got: [01]\b",
         raised_as="`RuntimeError` from the package's call in Python, exit code 5 from `run_aoti`; only "
         "with `AOTI_RUNTIME_CHECK_INPUTS=1`",
