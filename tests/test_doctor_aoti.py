@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.export import Dim
 
+from casebook.checked_program import input_contract
 from casebook.doctor import aoti_package, diagnose
 from casebook.doctor.__main__ import main
 
@@ -23,7 +24,7 @@ def test_each_symbol_whose_range_includes_one_is_cut_to_one_in_every_input_that_
     batch = Dim("batch", min=1, max=8)
     args = (torch.rand(3, 5), torch.ones(3, 5))
     program = torch.export.export(MaskedSum(), args, dynamic_shapes=({0: batch}, {0: batch}))
-    [(label, cut)] = aoti_package._cut_to_one(program, args)
+    [(label, cut)] = aoti_package._cut_to_one(input_contract(program)[1], args)
     assert label == "x.shape[0]" and [tuple(t.shape) for t in cut] == [(1, 5), (1, 5)]
 
 
@@ -31,13 +32,15 @@ def test_a_range_that_starts_at_two_is_not_cut():
     args = (torch.rand(3, 5), torch.ones(3, 5))
     batch = Dim("batch", min=2, max=8)
     program = torch.export.export(MaskedSum(), args, dynamic_shapes=({0: batch}, {0: batch}))
-    assert aoti_package._cut_to_one(program, args) == []
+    assert aoti_package._cut_to_one(input_contract(program)[1], args) == []
 
 
 def test_the_wrong_inputs_are_the_first_float32_input_as_float64_and_as_a_transposed_view():
     args = (torch.rand(3, 5), torch.ones(3, 5))
     program = torch.export.export(MaskedSum(), args)
-    (dtype_label, as_float64), (layout_label, transposed) = aoti_package._wrong_inputs(program, args)
+    (dtype_label, as_float64), (layout_label, transposed) = aoti_package._wrong_inputs(
+        input_contract(program)[1], args
+    )
     assert dtype_label == "`x` as float64" and as_float64[0].dtype == torch.float64
     assert as_float64[1] is args[1]  # the other input unchanged
     assert layout_label == "`x` as a transposed view (strides (1, 3))"
@@ -50,9 +53,14 @@ def test_an_integer_input_alone_gives_no_wrong_input_and_a_vector_no_transposed_
             return x.sum()
 
     whole = (torch.arange(6),)
-    assert aoti_package._wrong_inputs(torch.export.export(Count(), whole), whole) == []
+    assert aoti_package._wrong_inputs(input_contract(torch.export.export(Count(), whole))[1], whole) == []
     vector = (torch.rand(6),)
-    labels = [label for label, _ in aoti_package._wrong_inputs(torch.export.export(Count(), vector), vector)]
+    labels = [
+        label
+        for label, _ in aoti_package._wrong_inputs(
+            input_contract(torch.export.export(Count(), vector))[1], vector
+        )
+    ]
     assert labels == ["`x` as float64"]
 
 

@@ -66,13 +66,13 @@ def image_cases(example: torch.Tensor, *, batch: tuple[int, int]) -> list[tuple[
         ("float64, a NumPy array's default", inside.double()),
         ("uint8, a decoded image not yet scaled", (inside * 255).to(torch.uint8)),
         ("3 dimensions: no batch dimension", inside[0]),
-        ("not contiguous: a transposed view", _transposed(inside)),
+        ("not contiguous: a transposed view", transposed_view(inside)),
         ("channels-last memory layout", inside.contiguous(memory_format=torch.channels_last)),
     ]
     return cases
 
 
-def _transposed(images: torch.Tensor) -> torch.Tensor:
+def transposed_view(images: torch.Tensor) -> torch.Tensor:
     """The same values and shape with other strides: a view that swaps H and W back."""
     return images.transpose(-1, -2).contiguous().transpose(-1, -2)
 

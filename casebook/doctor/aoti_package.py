@@ -21,8 +21,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import catalog
-from ..backends.refusals import outcome, probe, run_here
-from ..checked_program import input_contract
+from ..backends.refusals import outcome, probe, run_here, transposed_view
+from ..checked_program import TensorContract, input_contract
 from .report import Finding
 from .session import Session
 
@@ -55,8 +55,9 @@ def check_aoti(session: Session, program: torch.export.ExportedProgram, args: tu
             record.outcome = "failed"
             session.add(session.classified(error, "aoti", STEP, "compiling the package:"))
             return
-        size_one = _cut_to_one(program, args)
-        wrong = _wrong_inputs(program, args)
+        _, contracts = input_contract(program)  # unlifts the program once, for both probes
+        size_one = _cut_to_one(contracts, args)
+        wrong = _wrong_inputs(contracts, args)
         checked_cases = [("the example inputs", (args, {})), *((label, (a, {})) for label, a in size_one)]
         checked = probe("AOTInductor (Python)", package, checked_cases, check_inputs=True)
         # Checks off, as AOTInductor runs by default; the reference is the ExportedProgram on the same input.
@@ -95,9 +96,8 @@ def check_aoti(session: Session, program: torch.export.ExportedProgram, args: tu
         session.add(Finding.from_entry(catalog.entry("aoti-unchecked-inputs"), evidence, STEP))
 
 
-def _cut_to_one(program: torch.export.ExportedProgram, args: tuple) -> list[tuple[str, tuple]]:
+def _cut_to_one(contracts: list[TensorContract | None], args: tuple) -> list[tuple[str, tuple]]:
     """For each symbol whose exported range includes 1: the args with every size of that symbol cut to 1."""
-    _, contracts = input_contract(program)
     leaves, spec = pytree.tree_flatten(args)
     if len(leaves) != len(contracts):  # keyword inputs or constants: not probed
         return []
@@ -119,9 +119,8 @@ def _cut_to_one(program: torch.export.ExportedProgram, args: tuple) -> list[tupl
     return probes
 
 
-def _wrong_inputs(program: torch.export.ExportedProgram, args: tuple) -> list[tuple[str, tuple]]:
+def _wrong_inputs(contracts: list[TensorContract | None], args: tuple) -> list[tuple[str, tuple]]:
     """The example with its first float32 input as float64, and as a transposed view (same shape)."""
-    _, contracts = input_contract(program)
     leaves, spec = pytree.tree_flatten(args)
     if len(leaves) != len(contracts):
         return []
@@ -129,7 +128,7 @@ def _wrong_inputs(program: torch.export.ExportedProgram, args: tuple) -> list[tu
         if contract is not None and isinstance(leaf, torch.Tensor) and leaf.dtype == torch.float32:
             variants = [(f"`{contract.name}` as float64", leaf.double())]
             if leaf.dim() >= 2 and min(leaf.shape[-2:]) > 1:
-                view = leaf.transpose(-1, -2).contiguous().transpose(-1, -2)
+                view = transposed_view(leaf)
                 variants.append((f"`{contract.name}` as a transposed view (strides {view.stride()})", view))
             return [
                 (label, tuple(pytree.tree_unflatten([*leaves[:index], value, *leaves[index + 1 :]], spec)))
