@@ -822,6 +822,40 @@ ENTRIES: tuple[Entry, ...] = (
         page="case_studies/deformable_detr_export",
     ),
     Entry(
+        id="tensorrt-negative-start-slice",
+        group="tensorrt",
+        title="A slice from a negative start (`x[:, -1:]`) while two axes are dynamic",
+        message="has axis 2 with inherently negative length",
+        pattern=r"has axis \d+ with inherently negative length",
+        raised_as="`RuntimeError: Could not get tensor shape.` from Torch-TensorRT, naming an operator "
+        "after the slice; TensorRT's reason is only in the builder's log",
+        exceptions=("RuntimeError",),
+        stages=("tensorrt-build",),
+        means="a slice starts at a negative index (`y[:, -1:, :]`, DETR's sine position embedding) along "
+        "a dynamic axis of a tensor with another dynamic axis; Torch-TensorRT 2.14's converter starts "
+        "that other axis at its size + 1, so TensorRT proves its length negative",
+        fix="read the row by index (`y[:, -1].unsqueeze(1)`), or run the slices in PyTorch "
+        "(`torch_executed_ops={torch.ops.aten.slice.Tensor}`)",
+        page="case_studies/deformable_detr_export",
+    ),
+    Entry(
+        id="tensorrt-constant-query-attention",
+        group="tensorrt",
+        title="Attention whose query is a constant, with no `scale`",
+        message="add_shape(): incompatible function arguments",
+        raised_as="`TypeError` from the `aten.scaled_dot_product_attention` converter",
+        exceptions=("TypeError",),
+        stages=("tensorrt-build",),
+        means="the query does not depend on the inputs (learned queries, as in DETR's first decoder "
+        "layer), so it is a constant in the engine; without a `scale` the converter reads the head "
+        "size from a shape layer, and TensorRT's bindings take a shape layer only of a tensor computed "
+        "in the network",
+        fix="pass `scale=head_dim ** -0.5` to `scaled_dot_product_attention`; `nn.MultiheadAttention` "
+        "passes none, so there run it in PyTorch "
+        "(`torch_executed_ops={torch.ops.aten.scaled_dot_product_attention.default}`)",
+        page="case_studies/deformable_detr_export",
+    ),
+    Entry(
         id="tensorrt-opt-clash",
         group="tensorrt",
         title="Two inputs of one engine disagree at their made-up opt sizes",

@@ -509,6 +509,29 @@ class TopScoresOfAFlatList(nn.Module):
         return scores, index % 4
 
 
+class RowPositions(nn.Module):
+    """DETR's sine position embedding: each row's index over the last row's, read with `rows[:, -1:, :]`."""
+
+    def forward(self, x):
+        rows = torch.ones_like(x[:, 0]).cumsum(1)
+        return (rows / (rows[:, -1:, :] + 1e-6) * 6.28).sin() * x[:, 0]
+
+
+class LearnedQueriesAttend(nn.Module):
+    """Learned queries (a parameter, as in DETR's decoder) attend to image features, with no `scale`."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries = nn.Parameter(torch.randn(1, 4, 10, 8))
+        self.features = nn.Conv2d(3, 32, 3, padding=1)
+
+    def forward(self, x):
+        features = self.features(x).flatten(2).transpose(1, 2)  # (batch, positions, 32)
+        heads = features.reshape(features.shape[0], features.shape[1], 4, 8).transpose(1, 2)
+        queries = self.queries.expand(features.shape[0], -1, -1, -1)
+        return torch.nn.functional.scaled_dot_product_attention(queries, heads, heads)
+
+
 class DecodeKeptBoxes(nn.Module):
     """Layers on the boxes NMS kept: the engine after NMS reads a count with no upper bound."""
 
@@ -730,6 +753,17 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "tensorrt-1d-topk": lambda: {
         "model": TopScoresOfAFlatList().eval(),
         "args": (torch.rand(1, 3, 32, 32),),
+        "tensorrt": True,
+    },
+    "tensorrt-negative-start-slice": lambda: {
+        "model": RowPositions(),
+        "args": (torch.rand(1, 3, 32, 48),),
+        "dynamic_shapes": ({2: Dim("h", min=8, max=256), 3: Dim("w", min=8, max=256)},),
+        "tensorrt": True,
+    },
+    "tensorrt-constant-query-attention": lambda: {
+        "model": LearnedQueriesAttend().eval(),
+        "args": (torch.rand(1, 3, 8, 8),),
         "tensorrt": True,
     },
     "tensorrt-opt-clash": lambda: {

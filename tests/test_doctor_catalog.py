@@ -28,6 +28,8 @@ SLOW = {
     "tensorrt-copy-at-block-edge",
     "tensorrt-opt-clash",
     "tensorrt-strided-slice-write",
+    "tensorrt-negative-start-slice",
+    "tensorrt-constant-query-attention",
 }
 
 
@@ -86,3 +88,11 @@ def test_a_clean_model_is_ok_with_no_findings():
     assert any("`x.shape[0]` (Dim('batch', max=64)) is dynamic" in note for note in report.notes), (
         report.notes
     )
+
+
+@pytest.mark.slow
+def test_a_refused_block_shows_the_builder_log_line_that_names_the_cause():
+    # Torch-TensorRT says only "Could not get tensor shape."; the builder's log has several error lines.
+    report = diagnose(**REPRODUCTIONS["tensorrt-negative-start-slice"]())
+    (finding,) = [f for f in report.findings if f.kind == "tensorrt-negative-start-slice"]
+    assert any("inherently negative length" in line for line in finding.evidence), finding.evidence

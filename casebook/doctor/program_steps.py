@@ -483,7 +483,10 @@ def check_tensorrt_build(session: Session, program, args, kwargs) -> None:
         evidence = [f"{block.name} ({block.op_count} ops): {block.error}"]
         if block.failing_node:
             evidence.append(f"at node {block.failing_node[0]} ({block.failing_node[1]})")
-        evidence += block.builder_errors()[:1]
+        # The builder's line that names the cause (the entry's message), else its first error line.
+        builder = block.builder_errors()
+        named = [line for line in builder if entry is not None and entry.regex and entry.regex.search(line)]
+        evidence += (named or builder)[:1]
         if entry is None:
             session.add(
                 Finding.unclassified(f"TensorRT refused block {block.name}", evidence, "tensorrt", error)
