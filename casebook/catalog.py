@@ -30,6 +30,7 @@ STAGES = {
     "decompose": "ExportedProgram.run_decompositions()",
     "save-load": "torch.export.save / torch.export.load",
     "check": "the doctor's own checks of the exported program (parity, dimensions)",
+    "device": "the program moved to another device with `.to()` and run there (`device=`)",
     "aoti": "an AOTInductor package compiled from the program, run in a worker process (`aoti=True`)",
     "tensorrt": "Torch-TensorRT's dry run",
     "tensorrt-build": "a real TensorRT engine build (`build_engines`: Torch-TensorRT for RTX, no GPU needed)",
@@ -691,6 +692,24 @@ ENTRIES: tuple[Entry, ...] = (
         fix="find the value that became a constant (`ep.graph` shows it; strict export or `draft_export` "
         "names the line), keep it a tensor, or move it out of `forward`",
         page="notebooks/graph_breaks",
+    ),
+    Entry(
+        id="device-baked",
+        group="running",
+        title="Tensors that stay on the device the model was traced on",
+        message="Tensor on device cpu is not on the expected device meta!",
+        # The meta implementations' message (run here), then ATen's own device check on real devices
+        # (in libtorch; not run here, no GPU).
+        pattern=r"Tensor on device \S+ is not on the expected device|Expected all tensors to be on the same device",
+        raised_as="`RuntimeError` from the first operator that mixes devices, after `program.module().to(device)`",
+        exceptions=("RuntimeError",),
+        stages=("device",),
+        means="the program holds tensor constants made in `forward` from Python numbers (a `Normalize` "
+        "mean) and creates tensors with the traced device as an argument; `.to()` moves parameters and "
+        "buffers, not those",
+        fix="`torch.export.passes.move_to_device_pass(program, device)` (it changes the program it is "
+        "given), or export on the device the program will run on",
+        page="notebooks/exported_program_input_checks",
     ),
     Entry(
         id="exported-program-input-checks",

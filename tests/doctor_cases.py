@@ -509,6 +509,21 @@ class TopScoresOfAFlatList(nn.Module):
         return scores, index % 4
 
 
+class NormalizedInTheModel(nn.Module):
+    """Preprocessing shipped inside the model: torchvision's `Normalize` turns its mean and std (Python
+    lists) into tensors in `forward`, which export keeps as constants on the traced device."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.transforms import v2
+
+        self.normalize = v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+        self.head = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+    def forward(self, images):
+        return self.head(self.normalize(images))
+
+
 class RowPositions(nn.Module):
     """DETR's sine position embedding: each row's index over the last row's, read with `rows[:, -1:, :]`."""
 
@@ -735,6 +750,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "exported-program-input-checks": lambda: {"model": RequiresFloat(), "args": (torch.rand(2, 3),)},
     "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
+    "device-baked": lambda: {
+        "model": NormalizedInTheModel().eval(),
+        "args": (torch.rand(2, 3, 16, 16),),
+        "device": "cuda",
+    },
     "aoti-unchecked-inputs": lambda: {"model": ScoreHead().eval(), "args": (torch.rand(2, 4),), "aoti": True},
     "aoti-size-one-refused": lambda: {
         "model": ScoreHead().eval(),

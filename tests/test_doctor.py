@@ -206,6 +206,10 @@ def test_branch_site_knows_which_branch_a_true_flag_rules_out(tmp_path, test, sk
             "check input 0 is a dict with keys",
         ),
         (
+            lambda: diagnose(nn.ReLU(), (torch.rand(2),), device="gpu0"),
+            "device must name a torch device such as 'cuda' or 'cpu', got 'gpu0'",
+        ),
+        (
             lambda: diagnose(nn.Linear(3, 2), (torch.rand(2, 4),)),
             "the model raised RuntimeError: .* in eager mode on the example inputs: fix the inputs",
         ),

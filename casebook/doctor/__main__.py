@@ -1,4 +1,4 @@
-"""``python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--tensorrt]``: the doctor from a shell.
+"""``python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--device D] [--tensorrt]``: the doctor from a shell.
 
 ``FACTORY()`` returns a dict with the keys ``model`` and ``args`` and optionally ``kwargs``,
 ``dynamic_shapes`` and ``check_inputs`` (more inputs to run the exported program on). Exit codes: 0 when the program exports and runs clean, 1 when there are
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-USAGE = "python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--tensorrt] [--strict] [--no-compare] [--no-draft]"
+USAGE = "python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--device D] [--tensorrt] [--strict] [--no-compare] [--no-draft]"
 KEYS = {"model", "args", "kwargs", "dynamic_shapes", "check_inputs"}
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
         "--aoti",
         action="store_true",
         help="add an AOTInductor package and what it refuses, checks on and off",
+    )
+    parser.add_argument(
+        "--device",
+        metavar="D",
+        help="the device the program will run on (cuda, ...): move it there and run it; "
+        "meta stands in for a device this machine lacks",
     )
     parser.add_argument(
         "--tensorrt", action="store_true", help="add Torch-TensorRT's dry run and a real engine build"
@@ -133,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 draft=not options.no_draft,
                 check_inputs=spec.get("check_inputs", ()),
                 aoti=options.aoti,
+                device=options.device,
                 tensorrt=options.tensorrt,
                 progress=progress,
             )

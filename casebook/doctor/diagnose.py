@@ -14,8 +14,9 @@ The steps, each going as far as it can instead of stopping at the first error:
    operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
    whose range includes 1, at 1, against eager; each floating-point
    input given as uint8 to eager and to the program (a dtype check lost in export); with
-   ``aoti=True``, an AOTInductor package and what it refuses (`casebook.doctor.aoti_package`); and,
-   with ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
+   ``aoti=True``, an AOTInductor package and what it refuses (`casebook.doctor.aoti_package`); with
+   ``device="cuda"``, the program moved to that device and run there (`casebook.doctor.other_device`);
+   and, with ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
 
 Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
 ``unclassified`` finding that sends the reader to the playbook, never to a guessed page.
@@ -34,7 +35,7 @@ from typing import Any
 import torch
 
 from .. import catalog
-from . import aoti_package, export_steps, program_steps
+from . import aoti_package, export_steps, other_device, program_steps
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -57,6 +58,7 @@ def diagnose(
     draft: bool = True,
     check_inputs: Sequence[Any] = (),
     aoti: bool = False,
+    device: str | torch.device | None = None,
     tensorrt: bool = False,
     name: str | None = None,
     progress: Callable[[Step], None] | None = None,
@@ -68,7 +70,9 @@ def diagnose(
     inputs to run the exported program on and compare with eager (each an args tuple, or a dict with
     ``args`` and ``kwargs``): a batch of another size, an image with no detections. ``aoti=True``
     compiles an AOTInductor package and runs it in a worker process, with its input checks on and
-    off (`casebook.doctor.aoti_package`). ``tensorrt=True``
+    off (`casebook.doctor.aoti_package`). ``device`` names the device the program will run on
+    (``"cuda"``): the program is moved there and run (`casebook.doctor.other_device`; the ``meta``
+    device stands in for one this machine lacks). ``tensorrt=True``
     adds Torch-TensorRT's dry run and a real engine build (`casebook.backends.trt_engine.build_engines`).
     ``progress`` is called with each finished `Step`.
 
@@ -76,6 +80,11 @@ def diagnose(
     mode on the example or on a check input.
     """
     args, kwargs = _check_inputs(model, args, kwargs)
+    if device is not None:
+        try:
+            other_device.stand_in_for(device)  # a name that is not a device is refused before any work
+        except ValueError as error:
+            raise DoctorUsageError(str(error)) from None
     checks = [_check_input(index, item) for index, item in enumerate(check_inputs)]
     report = Report(name or _model_name(model))
     session = Session(report, progress)
@@ -136,6 +145,10 @@ def diagnose(
                 lambda: program_steps.check_input_dtypes(session, module, program, args, kwargs),
             ),
         ]
+        if device is not None:
+            steps.append(
+                (other_device.STEP, lambda: other_device.check_device(session, program, args, kwargs, device))
+            )
         if aoti:
             steps.append((aoti_package.STEP, lambda: aoti_package.check_aoti(session, program, args, kwargs)))
         if tensorrt:
