@@ -698,9 +698,10 @@ ENTRIES: tuple[Entry, ...] = (
         group="running",
         title="Tensors that stay on the device the model was traced on",
         message="Tensor on device cpu is not on the expected device meta!",
-        # The meta implementations' message (run here), then ATen's own device check on real devices
-        # (in libtorch; not run here, no GPU).
-        pattern=r"Tensor on device \S+ is not on the expected device|Expected all tensors to be on the same device",
+        # The meta implementations' message (run here), ATen's own device check on real devices (in
+        # libtorch; not run here, no GPU), and the recurrent layers' ("Input and hidden tensors ...").
+        pattern=r"Tensor on device \S+ is not on the expected device|Expected all tensors to be on the same device"
+        r"|tensors are not at the same device",
         raised_as="`RuntimeError` from the first operator that mixes devices, after `program.module().to(device)`",
         exceptions=("RuntimeError",),
         stages=("device",),

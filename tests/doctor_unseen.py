@@ -378,6 +378,39 @@ class UsesScaleRows(nn.Module):
         return scale_rows(x, s) + 1
 
 
+# ------------------------------------------------------------------ moved to another device
+class LstmTagger(nn.Module):
+    """pytorch/pytorch#151010 ("Exported LSTM cannot be moved on CUDA device"): an LSTM exported on the
+    CPU, its program moved with `.to("cuda")`; the zero initial state is made on the traced device."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.head(out)
+
+
+class AnchorsPerCell(nn.Module):
+    """pytorch/pytorch#126674 (a RetinaNet program, exported on the CPU, fails after `.cuda()` with
+    "Expected all tensors to be on the same device"): anchor centres from `arange` over the feature
+    grid, made on the feature's device while tracing."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Conv2d(3, 4, 3, stride=4, padding=1)
+
+    def forward(self, images):
+        feature = self.features(images)
+        h, w = feature.shape[-2:]
+        ys = (torch.arange(h, device=feature.device) * 4.0)[:, None].expand(h, w)
+        xs = (torch.arange(w, device=feature.device) * 4.0)[None, :].expand(h, w)
+        centres = torch.stack([xs, ys], -1).reshape(-1, 2)
+        return feature.flatten(2).transpose(1, 2)[..., :2] + centres
+
+
 UNSEEN: dict[str, Unseen] = {
     # values known only at run time
     "int-of-item": Unseen(
@@ -520,6 +553,17 @@ UNSEEN: dict[str, Unseen] = {
             kwargs={"start": torch.ones(4, 4), "end": torch.ones(4, 4)},
             dynamic_shapes={"end": {0: Dim("end_dim")}},
         ),
+    ),
+    # moved to another device (the reader names it: device="cuda")
+    "lstm-moved-with-to": Unseen(
+        "pytorch/pytorch#151010",
+        "device-baked",
+        lambda: dict(model=LstmTagger().eval(), args=(torch.rand(2, 5, 8),), device="cuda"),
+    ),
+    "anchors-moved-with-cuda": Unseen(
+        "pytorch/pytorch#126674",
+        "device-baked",
+        lambda: dict(model=AnchorsPerCell().eval(), args=(torch.rand(1, 3, 32, 48),), device="cuda"),
     ),
     "returns-instances": Unseen(
         "pytorch/pytorch#140615",

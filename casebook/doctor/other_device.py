@@ -82,8 +82,11 @@ def _copy_of(program: torch.export.ExportedProgram) -> torch.export.ExportedProg
 
 
 def check_device(session: Session, program, args: tuple, kwargs: dict, device: str | torch.device) -> None:
-    """Move the program with ``.to(device)`` and run it on the example moved there; on a device error, check
-    that ``move_to_device_pass`` (on a copy: the pass changes the program it is given) runs instead."""
+    """Move the program with ``.to(device)`` and run it on the example moved there. When that raises, run
+    ``move_to_device_pass``'s program (on a copy: the pass changes the program it is given) on the same
+    inputs: the two differ only in what stayed behind, so where the pass runs, the device baked into
+    the program is the cause, whatever the operator's message. Where both raise, a device mismatch
+    message still decides it; any other error (an operator `meta` lacks) leaves the question open."""
     run_on = stand_in_for(device)
     where = str(device) if run_on.type != "meta" or str(device) == "meta" else f"{device} (meta stands in)"
     with session.step(STEP) as record:
@@ -94,27 +97,29 @@ def check_device(session: Session, program, args: tuple, kwargs: dict, device: s
         try:
             with torch.no_grad():
                 program.module().to(run_on)(*moved_args, **moved_kwargs)
-        except Exception as error:  # any error is an outcome: a device mismatch, or an operator `meta` lacks
-            if not DEVICE_MISMATCH.search(str(error)):
-                record.detail = f"not decided on {where}: the program raised {first_line(error)}"
-                return
-            mismatch = error
+        except (
+            Exception
+        ) as error:  # any error is an outcome: what .to() left behind, or an operator meta lacks
+            moved_error = error
         else:
             record.detail = f"moved with .to(), the program runs on {where}"
             return
-        record.outcome = "failed"
         try:
             with torch.no_grad():
                 move_to_device_pass(_copy_of(program), run_on).module()(*moved_args, **moved_kwargs)
             fixed = "move_to_device_pass(program, device) runs on the same inputs"
-        except Exception as error:  # reported: the pass is the fix the catalog names, and it did not help
+        except Exception as error:  # the pass did not help: only a device message can still decide
+            if not DEVICE_MISMATCH.search(str(moved_error)):
+                record.detail = f"not decided on {where}: the program raised {first_line(moved_error)}"
+                return
             fixed = f"move_to_device_pass(program, device) raised too: {first_line(error)}"
+        record.outcome = "failed"
         baked = pinned_tensors(program)
         record.detail = f"moved with .to(), the program raised on {where}"
     evidence = [
-        first_line(mismatch),
+        first_line(moved_error),
         *baked[:MAX_SHOWN],
         *([f"... and {len(baked) - MAX_SHOWN} more"] if len(baked) > MAX_SHOWN else []),
         fixed,
     ]
-    session.add(Finding.from_entry(catalog.entry("device-baked"), evidence, STEP, mismatch))
+    session.add(Finding.from_entry(catalog.entry("device-baked"), evidence, STEP, moved_error))
