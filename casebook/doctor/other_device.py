@@ -28,7 +28,7 @@ from .session import Session, first_line
 STEP = "another device"
 MAX_SHOWN = 4
 
-# An operator given tensors on two devices; the catalog's pattern names both messages.
+# An operator given tensors on two devices; the catalog entry's pattern holds each message seen.
 DEVICE_MISMATCH = catalog.entry("device-baked").regex
 
 
