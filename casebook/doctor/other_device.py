@@ -22,6 +22,7 @@ from torch.export.passes import move_to_device_pass
 from torch.utils import _pytree as pytree
 
 from .. import catalog
+from .program_steps import run_on_copies
 from .report import Finding
 from .session import Session, first_line
 
@@ -88,25 +89,21 @@ def check_device(session: Session, program, args: tuple, kwargs: dict, device: s
     the program is the cause, whatever the operator's message. Where both raise, a device mismatch
     message still decides it; any other error (an operator `meta` lacks) leaves the question open."""
     run_on = stand_in_for(device)
-    where = str(device) if run_on.type != "meta" or str(device) == "meta" else f"{device} (meta stands in)"
+    where = str(device) if run_on == torch.device(device) else f"{device} (meta stands in)"
     with session.step(STEP) as record:
         if not session.ran_clean:
             record.detail = "not tried, the program failed on the example"
             return
         moved_args, moved_kwargs = _moved(args, run_on), _moved(kwargs, run_on)
         try:
-            with torch.no_grad():
-                program.module().to(run_on)(*moved_args, **moved_kwargs)
-        except (
-            Exception
-        ) as error:  # any error is an outcome: what .to() left behind, or an operator meta lacks
+            run_on_copies(program.module().to(run_on), moved_args, moved_kwargs)
+        except Exception as error:  # an outcome: what .to() left behind, or an operator meta lacks
             moved_error = error
         else:
             record.detail = f"moved with .to(), the program runs on {where}"
             return
         try:
-            with torch.no_grad():
-                move_to_device_pass(_copy_of(program), run_on).module()(*moved_args, **moved_kwargs)
+            run_on_copies(move_to_device_pass(_copy_of(program), run_on).module(), moved_args, moved_kwargs)
             fixed = "move_to_device_pass(program, device) runs on the same inputs"
         except Exception as error:  # the pass did not help: only a device message can still decide
             if not DEVICE_MISMATCH.search(str(moved_error)):

@@ -31,11 +31,11 @@ def sine_position_embedding(feature: torch.Tensor, num_pos_feats: int, temperatu
     """
     not_mask = torch.ones_like(feature[:, 0])
     y_embed = (
-        not_mask.cumsum(1) / (not_mask.cumsum(1)[:, -1].unsqueeze(1) + 1e-6) * 2 * math.pi
-    )  # export-safe
+        not_mask.cumsum(1) / (not_mask.cumsum(1)[:, -1].unsqueeze(1) + 1e-6) * 2 * math.pi  # export-safe
+    )
     x_embed = (
-        not_mask.cumsum(2) / (not_mask.cumsum(2)[:, :, -1].unsqueeze(2) + 1e-6) * 2 * math.pi
-    )  # export-safe
+        not_mask.cumsum(2) / (not_mask.cumsum(2)[:, :, -1].unsqueeze(2) + 1e-6) * 2 * math.pi  # export-safe
+    )
     dim_t = torch.arange(num_pos_feats, dtype=torch.float32, device=feature.device)
     dim_t = temperature ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / num_pos_feats)
     pos_x = x_embed[..., None] / dim_t
