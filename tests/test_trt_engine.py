@@ -7,6 +7,8 @@ fixture builds once per module.
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 import torchvision
@@ -467,3 +469,64 @@ def test_build_engines_keeps_its_worker_for_the_next_build_and_replaces_it_when_
     second = trt_engine._SHARED_WORKER["worker"]
     assert second is not first and first._process.poll() is not None  # the old one was closed
     assert second._env["CASEBOOK_TEST_WORKER_ENV"] == "1"
+
+
+SCALE_OP_MODULE = """
+import torch
+
+
+@torch.library.custom_op("casebook_build_test_ops::scale", mutates_args=())
+def scale(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+def register_fake():
+    scale.register_fake(lambda x: torch.empty_like(x))
+
+
+def refuse():
+    raise NotImplementedError("this registration is refused")
+"""
+
+
+def test_before_load_registers_in_a_worker_of_its_own(tmp_path, monkeypatch):
+    """A custom operator's fake kernel, registered by ``before_load`` in the build's own worker: the
+    build passes, and a later build without it still fails (nothing stays registered in the shared
+    worker). A registration that raises is reported with its phase."""
+    (tmp_path / "casebook_build_test_ops.py").write_text(SCALE_OP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    ops = importlib.import_module("casebook_build_test_ops")
+    ops.register_fake()
+
+    class ScaleHead(nn.Module):
+        def forward(self, x):
+            return ops.scale(x.relu()) + 1
+
+    inputs = (torch.rand(8, 4),)
+    program = torch.export.export(ScaleHead(), inputs)
+    modules = ["casebook_build_test_ops"]
+    registered = ["casebook_build_test_ops:register_fake"]
+    build = build_engines(program, inputs, min_block_size=1, import_modules=modules, before_load=registered)
+    assert not build.failed and len(build.engines) == 2
+    assert [dict(block.ops) for block in build.torch_blocks] == [
+        {"torch.ops.casebook_build_test_ops.scale.default": 1}
+    ]
+    with pytest.raises(EngineCompileError, match="There was no fake impl registered"):
+        build_engines(program, inputs, min_block_size=1, import_modules=modules)
+    pending = start_engine_builds(
+        {
+            "own worker": (
+                program,
+                inputs,
+                {"min_block_size": 1, "import_modules": modules, "before_load": registered},
+            )
+        }
+    )
+    assert len(pending.result()["own worker"].engines) == 2
+    with pytest.raises(
+        EngineBuildError, match="phase 'registrations': NotImplementedError: this registration"
+    ):
+        build_engines(program, inputs, import_modules=modules, before_load=["casebook_build_test_ops:refuse"])
+    with pytest.raises(ValueError, match="importable module"):
+        build_engines(program, inputs, before_load=[lambda: None])

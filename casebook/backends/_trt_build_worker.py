@@ -268,13 +268,14 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     request = torch.load(request_dir / "request.pt", weights_only=False)
     for name in request["import_modules"]:
         importlib.import_module(name)  # registers custom ops the saved program refers to
-    state["phase"] = "pytree_registrations"
-    for target in request["pytree_registrations"]:
+    state["phase"] = "import"
+    torch_tensorrt = _import_torch_tensorrt(state)
+    # After the import: a registration may use Torch-TensorRT (a plugin for a custom operator).
+    state["phase"] = "registrations"
+    for target in request["registrations"]:
         if target not in _ONCE["registered"]:  # a serving worker registers each type once
             _import_callable(target)()
             _ONCE["registered"].add(target)
-    state["phase"] = "import"
-    torch_tensorrt = _import_torch_tensorrt(state)
     state["phase"] = "load"
     program = torch.export.load(str(request_dir / "program.pt2"))
     engine_dir = Path(request["engine_dir"])

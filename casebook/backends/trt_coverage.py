@@ -242,7 +242,7 @@ def _registration_name(registration: str | Callable[[], Any]) -> str:
     # "<" marks a lambda or a nested function ("f.<locals>.g"); "__main__" is this process's script.
     if not colon or module_name in ("", "None", "__main__") or not qualname or "<" in qualname:
         raise ValueError(
-            f"pytree registration {name!r} cannot be imported by name in the dry-run worker: pass a "
+            f"registration {name!r} cannot be imported by name in the worker process: pass a "
             "module-level function of an importable module, or 'package.module:function' "
             "(e.g. 'casebook.models.stand_ins:register_pytree_nodes')"
         )
@@ -250,19 +250,19 @@ def _registration_name(registration: str | Callable[[], Any]) -> str:
         resolved: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ValueError(
-            f"pytree registration {name!r}: module {module_name!r} does not import here ({exc}); the worker "
+            f"registration {name!r}: module {module_name!r} does not import here ({exc}); the worker "
             "imports it with the repository and $PYTHONPATH on its path, so name a module found there"
         ) from exc
     for part in qualname.split("."):
         if not hasattr(resolved, part):
             raise ValueError(
-                f"pytree registration {name!r}: module {module_name!r} has no attribute {qualname!r}; "
+                f"registration {name!r}: module {module_name!r} has no attribute {qualname!r}; "
                 "name a function that registers what the program needs (pytree node types, fake kernels)"
             )
         resolved = getattr(resolved, part)
     if not callable(resolved) or (callable(registration) and resolved is not registration):
         raise ValueError(
-            f"pytree registration {name!r} does not resolve to the function given (or to a callable): "
+            f"registration {name!r} does not resolve to the function given (or to a callable): "
             "pass a module-level function, or its 'package.module:function' name"
         )
     return name

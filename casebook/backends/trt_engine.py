@@ -427,6 +427,7 @@ def build_engines(
     timeout_s: float = 900,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    before_load: Sequence[str | Callable[[], Any]] = (),
     **settings: Any,
 ) -> EngineBuild:
     """Build the TensorRT engines of ``exported_program`` for real, in a subprocess, and report each block.
@@ -446,8 +447,11 @@ def build_engines(
         save_formats: also try ``torch_tensorrt.save`` in these output formats ("exported_program",
             "torchscript", "aot_inductor", "executorch"); `EngineBuild.saved` says what each did.
         timeout_s: how long the worker may run.
-        import_modules, pytree_registrations: as for `trt_coverage.coverage_report`, for programs
-            with custom operators or custom pytree types.
+        import_modules, pytree_registrations, before_load: as for `trt_coverage.coverage_report`,
+            for programs with custom operators (their fake kernels: ``before_load``) or custom pytree
+            types. What ``before_load`` registers stays in the process that ran it, so a build with
+            ``before_load`` gets a worker of its own instead of the shared one: a later build without
+            it then cannot pass thanks to what an earlier one registered.
         **settings: ``torch_tensorrt.dynamo.compile`` keywords (``min_block_size``,
             ``torch_executed_ops``, ``enable_autocast``, ...), passed through.
 
@@ -468,10 +472,11 @@ def build_engines(
         timeout_s=timeout_s,
         import_modules=import_modules,
         pytree_registrations=pytree_registrations,
+        before_load=before_load,
         settings=settings,
     )
     try:
-        result, stderr, seconds = _build_in_shared_worker(request)
+        result, stderr, seconds = _build_in_worker(request)
         return _finish(request, result, stderr, seconds)
     finally:
         request.remove()
@@ -488,6 +493,7 @@ _BUILD_KEYWORDS = frozenset(
         "timeout_s",
         "import_modules",
         "pytree_registrations",
+        "before_load",
     }
 )
 
@@ -500,6 +506,8 @@ class _Request:
     engine_dir: Path
     save_module: bool
     timeout_s: float
+    # True when the build registers something (``before_load``) that must not outlive it
+    own_worker: bool = False
 
     def remove(self) -> None:
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
@@ -517,6 +525,7 @@ def _prepare(
     timeout_s: float = 900,
     import_modules: Sequence[str] = (),
     pytree_registrations: Sequence[str | Callable[[], Any]] = (),
+    before_load: Sequence[str | Callable[[], Any]] = (),
     settings: Mapping[str, Any] | None = None,
     saved_program: Path | None = None,
 ) -> _Request:
@@ -548,7 +557,8 @@ def _prepare(
         "save_formats": _check_formats(save_formats),
         "engine_dir": str(engine_dir),
         "import_modules": _modules_for(exported_program, import_modules),
-        "pytree_registrations": [_registration_name(r) for r in pytree_registrations],
+        # called in the worker before it loads the program, in this order
+        "registrations": [_registration_name(r) for r in (*pytree_registrations, *before_load)],
     }
     tmp_dir = Path(tempfile.mkdtemp(prefix="casebook-trt-build-"))
     try:
@@ -564,7 +574,7 @@ def _prepare(
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
-    return _Request(tmp_dir, engine_dir, bool(save_module), timeout_s)
+    return _Request(tmp_dir, engine_dir, bool(save_module), timeout_s, own_worker=bool(before_load))
 
 
 def _finish(request: _Request, result: Mapping[str, Any], stderr: str, seconds: float) -> EngineBuild:
@@ -671,6 +681,12 @@ class PendingEngineBuilds:
                 except queue.Empty:
                     return
                 request = self._requests[label]
+                if request.own_worker:
+                    try:
+                        self._outcomes[label].set_result(_build_in_own_worker(request))
+                    except EngineBuildError as error:
+                        self._outcomes[label].set_exception(error)
+                    continue
                 if worker is None:
                     worker = _ServingWorker()
                 try:
@@ -733,6 +749,20 @@ class PendingEngineBuilds:
 # build_engines's worker, kept between calls (one per process, started on the first build).
 _SHARED_WORKER: dict[str, _ServingWorker] = {}
 _SHARED_WORKER_LOCK = threading.Lock()
+
+
+def _build_in_worker(request: _Request) -> tuple[dict[str, Any], str, float]:
+    """Build ``request`` in a worker of its own if it asks for one, else in the shared worker."""
+    return _build_in_own_worker(request) if request.own_worker else _build_in_shared_worker(request)
+
+
+def _build_in_own_worker(request: _Request) -> tuple[dict[str, Any], str, float]:
+    """Build ``request`` in a worker started for it and stopped after it."""
+    worker = _ServingWorker()
+    try:
+        return worker.build(request)
+    finally:
+        worker.close()
 
 
 def _build_in_shared_worker(request: _Request) -> tuple[dict[str, Any], str, float]:

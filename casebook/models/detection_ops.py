@@ -110,6 +110,15 @@ def register_box_iou_fake() -> None:
         return a.new_empty(a.shape[0], b.shape[0])
 
 
+def register_box_iou_plugin() -> None:
+    """Make ``casebook_ext::box_iou`` a TensorRT plugin: Torch-TensorRT generates the plugin and its
+    converter from the fake kernel (register it first). Call it in the process that compiles, with
+    enterprise TensorRT: Torch-TensorRT turns these plugins off under TensorRT for RTX."""
+    from torch_tensorrt.dynamo.conversion.plugins import custom_op
+
+    custom_op("casebook_ext::box_iou", supports_dynamic_shapes=True)
+
+
 def register_fake_kernels() -> None:
     """Both fake kernels, for a process that compiles a program using the operators."""
     register_nms_fake()
