@@ -243,6 +243,8 @@ def test_builds_started_together_give_what_each_build_gives(small_program, nonze
     builds = pending.result()
     assert pending.done() and list(builds) == ["small", "nonzero", "nonzero moved"]
     assert [(len(b.engines), len(b.failed)) for b in builds.values()] == [(1, 0), (0, 1), (1, 0)]
+    # the two builds of one program went to one worker: the second took the first's decompositions
+    assert [b.decompositions for b in builds.values()] == ["run", "run", "reused"]
     assert builds["small"].engines[0].engine_path.parent == tmp_path / "0"
     assert pending.result() == builds  # collected once: the workers' folders are gone
     assert list(pending.result(["nonzero moved", "small"])) == ["nonzero moved", "small"]
@@ -530,3 +532,58 @@ def test_before_load_registers_in_a_worker_of_its_own(tmp_path, monkeypatch):
         build_engines(program, inputs, import_modules=modules, before_load=["casebook_build_test_ops:refuse"])
     with pytest.raises(ValueError, match="importable module"):
         build_engines(program, inputs, before_load=[lambda: None])
+
+
+class TwoHeads(nn.Module):
+    """Used by this test alone, so no other build has decomposed it in the shared worker."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.sigmoid(y).sum((2, 3)), torch.relu(y).amax((2, 3))
+
+
+def test_a_later_build_of_the_same_program_reuses_its_decompositions_and_partitions_the_same():
+    torch.manual_seed(0)
+    example = torch.randn(1, 3, 12, 12)
+    program = torch.export.export(TwoHeads().eval(), (example,))
+    moved = {"min_block_size": 1, "torch_executed_ops": {"torch.ops.aten.relu.default"}}
+    first = build_engines(program, example, min_block_size=1)
+    reused = build_engines(program, example, **moved)
+    assert (first.decompositions, reused.decompositions) == ("run", "reused")
+    assert "(decompositions reused)" in reused.summary()
+    fresh = start_engine_builds({"fresh worker": (program, example, moved)}).result()["fresh worker"]
+    assert fresh.decompositions == "run"
+
+    def partition(build):
+        return [(b.kind, dict(b.ops), b.status, b.profile) for b in build.blocks]
+
+    assert partition(reused) == partition(fresh)
+    assert [dict(b.ops) for b in reused.torch_blocks] == [{"torch.ops.aten.relu.default": 1}]
+
+
+def test_the_decomposed_program_is_known_by_content_settings_and_table(tmp_path):
+    from casebook.backends._trt_build_worker import _decomposition_key, _program_digest
+
+    torch.manual_seed(0)
+    example = torch.randn(1, 3, 12, 12)
+    program = torch.export.export(TwoHeads().eval(), (example,))
+    for folder in ("a", "b"):  # the archive's top folder is named after the file's folder
+        (tmp_path / folder).mkdir()
+        torch.export.save(program, str(tmp_path / folder / "program.pt2"))
+    torch.export.save(torch.export.export(TwoHeads().eval(), (example,)), str(tmp_path / "other.pt2"))
+    digest = _program_digest(tmp_path / "a" / "program.pt2")
+    assert digest == _program_digest(tmp_path / "b" / "program.pt2")
+    assert digest != _program_digest(tmp_path / "other.pt2")  # other weights
+    table = {torch.ops.aten.relu.default: lambda x: x}
+    key = _decomposition_key(digest, {"min_block_size": 1}, table)
+    # the table's functions are new for each compile; partitioning settings act after this step
+    assert key == _decomposition_key(
+        digest, {"torch_executed_ops": "{relu}"}, {torch.ops.aten.relu.default: abs}
+    )
+    assert key != _decomposition_key(digest, {"enable_autocast": True}, table)
+    assert key != _decomposition_key(digest, {"decompose_attention": True}, table)
+    assert key != _decomposition_key(digest, {}, {torch.ops.aten.gelu.default: abs})

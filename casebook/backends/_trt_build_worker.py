@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import logging
 import operator
@@ -33,6 +34,7 @@ import resource
 import sys
 import time
 import traceback
+import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +114,8 @@ def _error(exc: BaseException) -> dict[str, str]:
 _ONCE: dict[str, Any] = {"torch_tensorrt": None, "stand_ins": [], "versions": {}, "registered": set()}
 # The request being built: the wrappers of _watch_blocks read it.
 _CURRENT: dict[str, Any] = {}
+# The last program's decomposed form: {"key": ..., "program": ExportedProgram} (see _reuse_decompositions).
+_LAST_DECOMPOSED: dict[str, Any] = {}
 
 
 def _import_torch_tensorrt(state: dict[str, Any]) -> Any:
@@ -213,6 +217,76 @@ def _watch_blocks(keep_going: bool, engine_dir: Path, blocks: list[dict[str, Any
     _compiler.convert_module = convert_module
 
 
+def _program_digest(path: Path) -> str:
+    """What a saved program holds, independent of the archive's name and time stamps: each member's
+    name (less the archive's top folder, named after the file), size and CRC-32 (read from the zip
+    directory, so no data is read)."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            name = member.filename.partition("/")[2]
+            digest.update(f"{name}\0{member.file_size}\0{member.CRC}\n".encode())
+    return digest.hexdigest()
+
+
+# compile's settings that change the program it partitions: its lowering before the decompositions
+# reads the autocast ones, and these choose the decomposition table
+_DECOMPOSITION_SETTINGS = (
+    "enable_experimental_decompositions",
+    "decompose_attention",
+    "use_distributed_mode_trace",
+    "use_fp32_acc",
+)
+
+
+def _decomposition_key(program_digest: str, settings: dict[str, Any], table: Any) -> tuple[Any, ...]:
+    """What the decomposed program depends on: the saved program, the settings above, and which ops
+    the table decomposes (its functions are made anew for each compile, so they are not compared)."""
+    chosen = sorted(
+        (k, repr(v)) for k, v in settings.items() if "autocast" in k or k in _DECOMPOSITION_SETTINGS
+    )
+    return (program_digest, tuple(chosen), tuple(sorted(str(op) for op in (table or {}))))
+
+
+@contextlib.contextmanager
+def _reuse_decompositions(program: Any, program_digest: str, settings: dict[str, Any], state: dict[str, Any]):
+    """Let ``program.run_decompositions`` return the previous build's result when that build
+    decomposed the same saved program with the same table and settings.
+
+    Torch-TensorRT's ``compile`` retraces every program with its decomposition table before it
+    partitions it: about 30 s for a detector here, the largest part of a detector's build. Pages build
+    one program several times (default settings, then with ops moved to PyTorch); the partitioning
+    settings act after this step, so its result is the same each time. Only the last program is
+    kept, so a serving worker holds at most one extra program. ``compile`` leaves the decomposed
+    program as it was (``.module()`` copies its graph), which the tests check.
+    """
+    from torch.export import ExportedProgram
+
+    real = ExportedProgram.run_decompositions
+
+    def run_decompositions(self: Any, decomp_table: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if self is not program or args or kwargs:
+            return real(self, decomp_table, *args, **kwargs)
+        key = _decomposition_key(program_digest, settings, decomp_table)
+        start = time.perf_counter()
+        if _LAST_DECOMPOSED.get("key") == key:
+            state["decompositions"] = "reused"
+            decomposed = _LAST_DECOMPOSED["program"]
+        else:
+            _LAST_DECOMPOSED.clear()  # free the previous program before making the next
+            decomposed = real(self, decomp_table)
+            _LAST_DECOMPOSED.update(key=key, program=decomposed)
+            state["decompositions"] = "run"
+        state["decomposition_seconds"] = time.perf_counter() - start
+        return decomposed
+
+    ExportedProgram.run_decompositions = run_decompositions
+    try:
+        yield
+    finally:
+        ExportedProgram.run_decompositions = real
+
+
 def _left_in_pytorch(module: Any) -> Any:
     """The failed block's graph, with the two methods compile_module calls on an engine module."""
     module.setup_engine = lambda: None
@@ -296,9 +370,13 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = []
     _watch_blocks(request["keep_going"], engine_dir, blocks)
     state["phase"] = "compile"
+    program_digest = _program_digest(request_dir / "program.pt2")
     start = time.perf_counter()
     try:
-        with _collections_skip_what_was_loaded():
+        with (
+            _reuse_decompositions(program, program_digest, settings, state),
+            _collections_skip_what_was_loaded(),
+        ):
             partitioned = torch_tensorrt.dynamo.compile(program, arg_inputs=arg_inputs, **settings)
     except Exception as exc:  # Torch-TensorRT or TensorRT refused the graph: the parent raises it
         return dict(

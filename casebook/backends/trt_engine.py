@@ -240,6 +240,10 @@ class EngineBuild:
     # torch_tensorrt.save per output format asked for: {"ok": True, "path", "bytes"} or
     # {"ok": False, "error_type", "message"}
     saved: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # "run", or "reused" when the worker's previous build had decomposed the same program with the
+    # same table ("" when the compile stopped before that step)
+    decompositions: str = ""
+    decomposition_seconds: float | None = None  # that step's time (taking the kept program: ~0)
 
     @property
     def engines(self) -> tuple[Block, ...]:
@@ -320,7 +324,8 @@ class EngineBuild:
         return (
             f"{len(self.engines)} of {len(trt)} TensorRT blocks built "
             f"({self.engine_bytes / 1e6:.1f} MB of engines), {len(self.failed)} failed, "
-            f"{len(self.torch_blocks)} PyTorch blocks; compile {self.seconds:.1f} s, "
+            f"{len(self.torch_blocks)} PyTorch blocks; compile {self.seconds:.1f} s"
+            f"{' (decompositions reused)' if self.decompositions == 'reused' else ''}, "
             f"peak memory {self.peak_rss_mb / 1024:.2f} GB"
         )
 
@@ -616,7 +621,9 @@ def start_engine_builds(
     ``builds`` maps a label to (program, example inputs, `build_engines` keywords). Everything that
     touches PyTorch (checking, saving each program once however many builds share it) happens here,
     before this returns; the background threads only wait for worker processes, so this process may go
-    on with its own work (export included) meanwhile. ``engine_root``: each build's engines go to
+    on with its own work (export included) meanwhile. Builds of one program object go to one worker,
+    one after the other, so that the later ones reuse its decompositions (see `EngineBuild`).
+    ``engine_root``: each build's engines go to
     ``engine_root/<n>`` (n: the build's position in ``builds``), unless its keywords name an
     ``engine_dir``. `PendingEngineBuilds.result` waits and returns ``{label: EngineBuild}``.
     """
@@ -626,6 +633,7 @@ def start_engine_builds(
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     requests: dict[str, _Request] = {}
     saved: dict[int, Path] = {}  # id(program) -> the first request's program.pt2
+    by_program: dict[int, list[str]] = {}  # id(program) -> its builds' labels, in the order given
     try:
         for number, (label, build) in enumerate(builds.items()):
             if not (isinstance(build, tuple) and len(build) == 3):
@@ -643,30 +651,38 @@ def start_engine_builds(
                 program, inputs, **named, settings=keywords, saved_program=saved.get(id(program))
             )
             saved.setdefault(id(program), request.tmp_dir / "program.pt2")
+            by_program.setdefault(id(program), []).append(label)
             requests[label] = request
     except BaseException:
         for request in requests.values():
             request.remove()
         raise
-    return PendingEngineBuilds(requests, jobs)
+    return PendingEngineBuilds(requests, jobs, groups=list(by_program.values()))
 
 
 class PendingEngineBuilds:
     """Engine builds under way (`start_engine_builds`): ``jobs`` worker processes, each building one
     request after another (``--serve``), so that importing torch and Torch-TensorRT is paid once per
-    worker instead of once per build. A worker that crashes or runs past a build's ``timeout_s`` is
+    worker instead of once per build. ``groups`` (default: one per build) are lists of labels one
+    worker builds in a row. A worker that crashes or runs past a build's ``timeout_s`` is
     stopped, that build fails with `EngineBuildError`, and a fresh worker takes the next one."""
 
-    def __init__(self, requests: Mapping[str, _Request], jobs: int):
+    def __init__(
+        self, requests: Mapping[str, _Request], jobs: int, groups: Sequence[Sequence[str]] | None = None
+    ):
         self._requests = dict(requests)
         self._builds: dict[str, EngineBuild] = {}
-        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
-        for label in self._requests:
-            self._queue.put(label)
+        self._queue: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        groups = [[label] for label in self._requests] if groups is None else [list(g) for g in groups]
+        if sorted(label for group in groups for label in group) != sorted(self._requests):
+            raise ValueError("groups must hold every build's label exactly once")
+        for group in groups:
+            self._queue.put(group)
         self._outcomes: dict[str, Future] = {label: Future() for label in self._requests}
         self._threads = [
             threading.Thread(target=self._serve, name=f"engine-build-{n}", daemon=True)
-            for n in range(min(jobs, len(self._requests)))
+            for n in range(min(jobs, len(groups)))
         ]
         for thread in self._threads:
             thread.start()
@@ -674,12 +690,18 @@ class PendingEngineBuilds:
     def _serve(self) -> None:
         """One worker thread: hand the queued builds, one at a time, to a serving worker process."""
         worker: _ServingWorker | None = None
+        pending: list[str] = []
         try:
             while True:
-                try:
-                    label = self._queue.get_nowait()
-                except queue.Empty:
-                    return
+                if not pending:
+                    try:
+                        pending = list(self._queue.get_nowait())
+                    except queue.Empty:
+                        return
+                label = pending.pop(0)
+                if self._stopping.is_set():
+                    self._outcomes[label].set_exception(_not_started(label))
+                    continue
                 request = self._requests[label]
                 if request.own_worker:
                     try:
@@ -707,9 +729,9 @@ class PendingEngineBuilds:
     def result(self, labels: Sequence[str] | None = None) -> dict[str, EngineBuild]:
         """Wait for the builds of ``labels`` (default: every build); ``{label: EngineBuild}`` in that
         order, or the first error met in that order (`EngineCompileError`, `EngineBuildError`), its
-        label first in the message. Builds run in the order given, so a page can collect the first ones
-        while the last are still building. Once every build is collected, the workers' files are
-        removed; the engines stay."""
+        label first in the message. Builds run in the order given (builds of one program together),
+        so a page can collect the first ones while the last are still building. Once every build is
+        collected, the workers' files are removed; the engines stay."""
         wanted = list(self._requests) if labels is None else list(labels)
         unknown = [label for label in wanted if label not in self._requests]
         if unknown:
@@ -732,18 +754,22 @@ class PendingEngineBuilds:
 
     def _stop(self) -> None:
         """Drop the builds not started yet, wait for the running ones, remove the workers' files."""
+        self._stopping.set()
         while True:
             try:
-                label = self._queue.get_nowait()
+                group = self._queue.get_nowait()
             except queue.Empty:
                 break
-            self._outcomes[label].set_exception(
-                EngineBuildError(f"not built: the builds were stopped before {label!r} started")
-            )
+            for label in group:
+                self._outcomes[label].set_exception(_not_started(label))
         for thread in self._threads:
             thread.join()
         for request in self._requests.values():
             request.remove()
+
+
+def _not_started(label: str) -> EngineBuildError:
+    return EngineBuildError(f"not built: the builds were stopped before {label!r} started")
 
 
 # build_engines's worker, kept between calls (one per process, started on the first build).
@@ -949,4 +975,6 @@ def _build_from(result: Mapping[str, Any], engine_dir: Path, save_module: bool) 
         engine_dir=engine_dir,
         module_path=module if save_module and module.exists() else None,
         saved=result.get("saved", {}),
+        decompositions=result.get("decompositions", ""),
+        decomposition_seconds=result.get("decomposition_seconds"),
     )
