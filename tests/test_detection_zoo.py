@@ -24,7 +24,7 @@ from casebook.models.detection_zoo import (
 )
 from casebook.models.detection_zoo_proof import export_and_compare, parity_images
 from casebook.models.detector_inputs import EXPECTED
-from casebook.models.faster_rcnn import load_image
+from casebook.models.images import load_image
 from casebook.patches.torchvision_heads import heatmaps_to_keypoints
 
 

@@ -4,6 +4,7 @@ each file is tied to, the C++ timings, and the errors for bad input."""
 import pytest
 import torch
 
+from casebook import REPO_ROOT
 from casebook.backends import routes as routes_module
 from casebook.backends.executorch_xnnpack import runtime_threads
 from casebook.backends.routes import build_routes, cpp_latency, flat
@@ -68,6 +69,12 @@ def test_each_file_says_what_ties_it(built):
     assert torch.__version__.split("+")[0] in routes["AOTInductor (Python)"].tied_to
     assert routes["AOTInductor (C++)"].artifact == routes["AOTInductor (Python)"].artifact
     assert routes["ExecuTorch + XNNPACK"].tied_to.startswith("file format ET")
+    pin = next(
+        line
+        for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("executorch==")
+    )
+    assert routes["ExecuTorch + XNNPACK"].tied_to.endswith(f"read by executorch {pin.split('==')[1]}")
     assert routes["ONNX Runtime"].tied_to.startswith("opset ")
 
 

@@ -8,6 +8,7 @@ in one process on the same inputs. The C++ route runs in its own process: :func:
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import time
 import zipfile
@@ -23,8 +24,6 @@ from torch.utils import _pytree as pytree
 from .aoti_cpp import run_cpp
 from .executorch_xnnpack import ExecuTorchProgram, lower_to_xnnpack, runtime_threads
 from .onnx_runtime import OnnxRuntimeProgram, opsets
-
-EXECUTORCH_VERSION = "1.5.1"  # pinned in requirements.txt; the runtime that reads the .pte must match
 
 
 @dataclass
@@ -134,7 +133,7 @@ def build_routes(
         seconds,
         load_seconds,
         needs="the ExecuTorch runtime built with the XNNPACK delegate (C++, no libtorch)",
-        tied_to=f"file format {pte.read_bytes()[4:8].decode()}, read by executorch {EXECUTORCH_VERSION}",
+        tied_to=f"file format {pte.read_bytes()[4:8].decode()}, read by executorch {importlib.metadata.version('executorch')}",
     )
 
     onnx_file = folder / "program.onnx"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torchvision
 
-from .faster_rcnn import CALIBRATION_PHOTOS, load_image
+from .images import CALIBRATION_PHOTOS, load_image
 from .random_weights import reestimate_batchnorm
 
 IMAGE_SIZE = 224

@@ -25,7 +25,7 @@ from torch.utils._sympy.numbers import int_oo
 
 from ..checked_program import CheckedProgram, input_contract
 from ..patches.torchvision import export_patches
-from .faster_rcnn import CALIBRATION_PHOTOS, load_image
+from .images import CALIBRATION_PHOTOS, load_image
 from .random_weights import reestimate_batchnorm
 
 DETECTORS: tuple[str, ...] = tuple(torchvision.models.list_models(module=torchvision.models.detection))

@@ -24,7 +24,7 @@ from .detection_zoo import (
     size_range,
 )
 from .detector_inputs import bad_input_outcomes
-from .faster_rcnn import load_image
+from .images import load_image
 
 
 def parity_images(name: str, low: int, high: int | None) -> list[tuple[str, torch.Tensor]]:

@@ -14,7 +14,7 @@ import torch
 from ..checks import expect_error
 from ..patches.torchvision import export_patches
 from .detection_zoo import checked_detector
-from .faster_rcnn import load_image
+from .images import load_image
 
 
 def bad_inputs(name: str, low: int) -> dict[str, list[torch.Tensor]]:

@@ -12,33 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import skimage.data
-import skimage.transform
 import torch
 import torchvision
 from torch.export import Dim
 
 from ..patches.torchvision import export_patches
+from .images import CALIBRATION_PHOTOS, load_image
 from .random_weights import reestimate_batchnorm
 
 MIN_SIDE, MAX_SIDE = 65, 1024
 """The exported range of height and width: below 65 the top FPN level would be one pixel high."""
-
-CALIBRATION_PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
-
-
-def load_image(name: str, size: int | tuple[int, int]) -> torch.Tensor:
-    """``skimage.data.<name>()`` as a float (3, H, W) tensor in [0, 1], resized to ``size`` (h, w)."""
-    size = (size, size) if isinstance(size, int) else tuple(size)
-    loader = getattr(skimage.data, name, None)
-    if not callable(loader):
-        raise ValueError(f"skimage.data has no image {name!r}; try one of {CALIBRATION_PHOTOS}")
-    pixels = skimage.transform.resize(loader(), size, anti_aliasing=True)
-    if pixels.ndim != 3 or pixels.shape[-1] != 3:
-        raise ValueError(
-            f"skimage.data.{name} is not an RGB photo (shape {pixels.shape}); choose a color one"
-        )
-    return torch.from_numpy(pixels).permute(2, 0, 1).float().contiguous()
 
 
 def calibrated_model(seed: int = 0) -> torch.nn.Module:
