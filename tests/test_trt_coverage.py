@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
+from custom_op_module import scale_op_module
 
 from casebook.backends import trt_coverage
 from casebook.backends._trt_dryrun_worker import STAND_IN_ANALYSIS, make_tensorrt_stand_in
@@ -283,27 +284,10 @@ def test_tensorrt_stand_in_is_labelled_and_inert():
     assert trt.__casebook_touched__[:2] == ["DataType", "DataType.FLOAT"]
 
 
-SCALE_OP_MODULE = """
-import torch
-
-
-@torch.library.custom_op("casebook_test_ops::scale", mutates_args=())
-def scale(x: torch.Tensor) -> torch.Tensor:
-    return x * 3
-
-
-def register_fake():
-    scale.register_fake(lambda x: torch.empty_like(x))
-"""
-
-
 def test_before_load_registers_fake_kernels_the_dry_run_needs(tmp_path, monkeypatch):
     """Torch-TensorRT traces the program again: a custom operator's module is not enough in the
     worker, its fake kernel must be registered there too (`before_load`)."""
-    (tmp_path / "casebook_test_ops.py").write_text(SCALE_OP_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    ops = importlib.import_module("casebook_test_ops")
+    ops = scale_op_module(tmp_path, "casebook_test_ops", monkeypatch)
     ops.register_fake()
 
     class ScaleHead(torch.nn.Module):

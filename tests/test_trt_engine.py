@@ -7,11 +7,10 @@ fixture builds once per module.
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 import torchvision
+from custom_op_module import scale_op_module
 from torch import nn
 from torch.export import Dim
 
@@ -473,32 +472,11 @@ def test_build_engines_keeps_its_worker_for_the_next_build_and_replaces_it_when_
     assert second._env["CASEBOOK_TEST_WORKER_ENV"] == "1"
 
 
-SCALE_OP_MODULE = """
-import torch
-
-
-@torch.library.custom_op("casebook_build_test_ops::scale", mutates_args=())
-def scale(x: torch.Tensor) -> torch.Tensor:
-    return x * 3
-
-
-def register_fake():
-    scale.register_fake(lambda x: torch.empty_like(x))
-
-
-def refuse():
-    raise NotImplementedError("this registration is refused")
-"""
-
-
 def test_before_load_registers_in_a_worker_of_its_own(tmp_path, monkeypatch):
     """A custom operator's fake kernel, registered by ``before_load`` in the build's own worker: the
     build passes, and a later build without it still fails (nothing stays registered in the shared
     worker). A registration that raises is reported with its phase."""
-    (tmp_path / "casebook_build_test_ops.py").write_text(SCALE_OP_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    ops = importlib.import_module("casebook_build_test_ops")
+    ops = scale_op_module(tmp_path, "casebook_build_test_ops", monkeypatch)
     ops.register_fake()
 
     class ScaleHead(nn.Module):
