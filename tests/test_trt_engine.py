@@ -513,7 +513,7 @@ def test_before_load_registers_in_a_worker_of_its_own(tmp_path, monkeypatch):
 
 
 class TwoHeads(nn.Module):
-    """Used by this test alone, so no other build has decomposed it in the shared worker."""
+    """Built by one test alone, so no other build has decomposed it in the shared worker."""
 
     def __init__(self):
         super().__init__()

@@ -257,8 +257,8 @@ def _reuse_decompositions(program: Any, program_digest: str, settings: dict[str,
     partitions it: for torchvision's Faster R-CNN ResNet-50 (static), about 6 of the 11 s its compile
     takes on a quiet 2-core machine. Pages build one program several times (default settings, then
     with ops moved to PyTorch); the partitioning settings act after this step, so its result is the
-    same each time. Only the last program is
-    kept, so a serving worker holds at most one extra program. ``compile`` leaves the decomposed
+    same each time. Only the last program is kept, so a serving worker holds at most one extra
+    program. ``compile`` leaves the decomposed
     program as it was (``.module()`` copies its graph), which the tests check.
     """
     from torch.export import ExportedProgram

@@ -632,7 +632,6 @@ def start_engine_builds(
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     requests: dict[str, _Request] = {}
-    saved: dict[int, Path] = {}  # id(program) -> the first request's program.pt2
     by_program: dict[int, list[str]] = {}  # id(program) -> its builds' labels, in the order given
     try:
         for number, (label, build) in enumerate(builds.items()):
@@ -647,11 +646,11 @@ def start_engine_builds(
                 keywords.setdefault("engine_dir", Path(engine_root) / str(number))
             keywords.setdefault("timeout_s", timeout_s)
             named = {k: keywords.pop(k) for k in list(keywords) if k in _BUILD_KEYWORDS}
-            request = _prepare(
-                program, inputs, **named, settings=keywords, saved_program=saved.get(id(program))
-            )
-            saved.setdefault(id(program), request.tmp_dir / "program.pt2")
-            by_program.setdefault(id(program), []).append(label)
+            earlier = by_program.setdefault(id(program), [])
+            # a program shared by several builds is saved once, by the first
+            saved = requests[earlier[0]].tmp_dir / "program.pt2" if earlier else None
+            request = _prepare(program, inputs, **named, settings=keywords, saved_program=saved)
+            earlier.append(label)
             requests[label] = request
     except BaseException:
         for request in requests.values():
@@ -663,18 +662,16 @@ def start_engine_builds(
 class PendingEngineBuilds:
     """Engine builds under way (`start_engine_builds`): ``jobs`` worker processes, each building one
     request after another (``--serve``), so that importing torch and Torch-TensorRT is paid once per
-    worker instead of once per build. ``groups`` (default: one per build) are lists of labels one
-    worker builds in a row. A worker that crashes or runs past a build's ``timeout_s`` is
-    stopped, that build fails with `EngineBuildError`, and a fresh worker takes the next one."""
+    worker instead of once per build. ``groups`` are lists of labels one worker builds in a row. A
+    worker that crashes or runs past a build's ``timeout_s`` is stopped, that build fails with
+    `EngineBuildError`, and a fresh worker takes the next one."""
 
-    def __init__(
-        self, requests: Mapping[str, _Request], jobs: int, groups: Sequence[Sequence[str]] | None = None
-    ):
+    def __init__(self, requests: Mapping[str, _Request], jobs: int, groups: Sequence[Sequence[str]]):
         self._requests = dict(requests)
         self._builds: dict[str, EngineBuild] = {}
         self._queue: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
         self._stopping = threading.Event()
-        groups = [[label] for label in self._requests] if groups is None else [list(g) for g in groups]
+        groups = [list(group) for group in groups]
         if sorted(label for group in groups for label in group) != sorted(self._requests):
             raise ValueError("groups must hold every build's label exactly once")
         for group in groups:
@@ -703,18 +700,15 @@ class PendingEngineBuilds:
                     self._outcomes[label].set_exception(_not_started(label))
                     continue
                 request = self._requests[label]
-                if request.own_worker:
-                    try:
-                        self._outcomes[label].set_result(_build_in_own_worker(request))
-                    except EngineBuildError as error:
-                        self._outcomes[label].set_exception(error)
-                    continue
-                if worker is None:
-                    worker = _ServingWorker()
                 try:
-                    outcome = worker.build(request)
+                    if request.own_worker:
+                        outcome = _build_in_own_worker(request)
+                    else:
+                        worker = worker or _ServingWorker()
+                        outcome = worker.build(request)
                 except EngineBuildError as error:
-                    worker = None  # stopped by build(); the next build gets a fresh one
+                    if not request.own_worker:
+                        worker = None  # stopped by build(); the next build gets a fresh one
                     self._outcomes[label].set_exception(error)
                 else:
                     self._outcomes[label].set_result(outcome)
