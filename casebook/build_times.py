@@ -202,15 +202,37 @@ def engine_builds_table(folder: Path = ENGINE_BUILDS):
     ]
     if not records:
         return pd.DataFrame(
-            columns=["page", "builds", "seconds", "engines built", "blocks failed", "peak GB"]
+            columns=["page", "builds", "seconds", "CPU seconds", "engines built", "blocks failed", "peak GB"]
         )
     frame = pd.DataFrame(records)
+    if "cpu_seconds" not in frame:  # records written before builds reported their CPU time
+        frame["cpu_seconds"] = float("nan")
     table = frame.groupby("page").agg(
         builds=("seconds", "size"),
         seconds=("seconds", "sum"),
+        # min_count: a page whose records lack CPU time shows NaN, not 0
+        **{"CPU seconds": ("cpu_seconds", lambda column: column.sum(min_count=len(column)))},
         **{"engines built": ("engines", "sum"), "blocks failed": ("failed", "sum")},
         peak_mb=("peak_rss_mb", "max"),
     )
     table["seconds"] = table["seconds"].round(1)
+    table["CPU seconds"] = table["CPU seconds"].astype(float).round(1)
     table["peak GB"] = (table.pop("peak_mb") / 1024).round(2)
     return table.sort_values("seconds", ascending=False).reset_index()
+
+
+# What engine builds may add to a fresh clone's CI, in minutes of its wall time.
+ENGINE_BUILD_BUDGET_MIN = 5.0
+
+
+def engine_builds_wall_minutes(table, cores: int) -> float | None:
+    """The minutes of a book build's wall time the engine builds in ``table`` (`engine_builds_table`)
+    take: their CPU seconds over the machine's ``cores``. Pages execute two at a time and a page's builds
+    run beside its other cells, so the cores are busy throughout and every CPU second a build uses is
+    taken from other work. None when a page's records lack CPU time (written before builds reported it)."""
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}")
+    cpu = table["CPU seconds"]
+    if cpu.isna().any():
+        return None
+    return float(cpu.sum()) / cores / 60

@@ -16,6 +16,7 @@ from casebook.build_times import (
     WAIT_POLICY,
     PageRun,
     engine_builds_table,
+    engine_builds_wall_minutes,
     engine_log_path,
     load_page_times,
     over_budget,
@@ -268,6 +269,25 @@ def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_pa
         "case_studies/faster_rcnn_dynamic_hw.md",
         "notebooks/exported_program_to_engine.md",
     ]
+    # records without CPU time (written before builds reported it): no share of the wall time
+    assert table["CPU seconds"].isna().all() and engine_builds_wall_minutes(table, 2) is None
+
+
+def test_engine_builds_cpu_seconds_give_their_share_of_the_wall_time(tmp_path, monkeypatch):
+    monkeypatch.setenv(PAGE_ENV, "case_studies/torchvision_detection_zoo.md")
+    for cpu in (50.0, 10.0):
+        build = {"seconds": 30.0, "cpu_seconds": cpu, "engines": 3, "failed": 1, "peak_rss_mb": 1500}
+        record_engine_build(build, tmp_path)
+    monkeypatch.setenv(PAGE_ENV, "book/lowering_tensorrt.md")
+    record_engine_build(
+        {"seconds": 5.0, "cpu_seconds": 60.0, "engines": 1, "failed": 0, "peak_rss_mb": 900}, tmp_path
+    )
+    table = engine_builds_table(tmp_path).set_index("page")
+    assert table.loc["case_studies/torchvision_detection_zoo.md", "CPU seconds"] == 60.0
+    assert engine_builds_wall_minutes(table, cores=2) == 1.0  # 120 CPU seconds on two cores
+    assert engine_builds_wall_minutes(table, cores=1) == 2.0
+    with pytest.raises(ValueError, match="cores must be at least 1"):
+        engine_builds_wall_minutes(table, cores=0)
 
 
 def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeypatch):

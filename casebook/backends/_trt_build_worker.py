@@ -453,12 +453,23 @@ def _reset_peak_rss() -> None:
         clear_refs.write_text("5")
 
 
+def _cpu_seconds() -> float:
+    """The CPU time this process has used so far, all its threads, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def build_one(request_dir: Path) -> None:
     state: dict[str, Any] = {"phase": "start"}
     try:
         result = run(request_dir, state)
     except BaseException as exc:  # reported to the parent, which raises
         result = {**state, "ok": False, **_error(exc)}
+    # CPU since the last answer, so the first build of a worker carries its start-up (the imports)
+    # and a worker's builds add up to all it used: what the builds take from the rest of a book build.
+    used = _cpu_seconds()
+    result["cpu_seconds"] = used - _ONCE.get("cpu_answered", 0.0)
+    _ONCE["cpu_answered"] = used
     (request_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
 
 

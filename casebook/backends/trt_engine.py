@@ -244,6 +244,9 @@ class EngineBuild:
     # same table ("" when the compile stopped before that step)
     decompositions: str = ""
     decomposition_seconds: float | None = None  # that step's time (taking the kept program: ~0)
+    # CPU time the build used, all threads: the worker's (with its start-up, on a worker's first build)
+    # and this process's saving of the program. What a build takes from other work on a busy machine.
+    cpu_seconds: float | None = None
 
     @property
     def engines(self) -> tuple[Block, ...]:
@@ -513,6 +516,8 @@ class _Request:
     timeout_s: float
     # True when the build registers something (``before_load``) that must not outlive it
     own_worker: bool = False
+    # this process's CPU time spent saving the program and the request (0 when another build saved it)
+    save_cpu_seconds: float = 0.0
 
     def remove(self) -> None:
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
@@ -566,6 +571,7 @@ def _prepare(
         "registrations": [_registration_name(r) for r in (*pytree_registrations, *before_load)],
     }
     tmp_dir = Path(tempfile.mkdtemp(prefix="casebook-trt-build-"))
+    save_started = time.thread_time()
     try:
         program_path = tmp_dir / "program.pt2"
         if saved_program is not None:
@@ -579,7 +585,14 @@ def _prepare(
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
-    return _Request(tmp_dir, engine_dir, bool(save_module), timeout_s, own_worker=bool(before_load))
+    return _Request(
+        tmp_dir,
+        engine_dir,
+        bool(save_module),
+        timeout_s,
+        own_worker=bool(before_load),
+        save_cpu_seconds=time.thread_time() - save_started,
+    )
 
 
 def _finish(request: _Request, result: Mapping[str, Any], stderr: str, seconds: float) -> EngineBuild:
@@ -591,11 +604,12 @@ def _finish(request: _Request, result: Mapping[str, Any], stderr: str, seconds: 
             f"{result['error_type']}: {result['message']}.{hint}",
             stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
         )
-    build = _build_from(result, request.engine_dir, request.save_module)
+    build = _build_from(result, request.engine_dir, request.save_module, request.save_cpu_seconds)
     # The build report adds these up: what real builds cost a book build (saving, worker start-up included).
     record_engine_build(
         {
             "seconds": round(seconds, 2),
+            "cpu_seconds": round(build.cpu_seconds, 2) if build.cpu_seconds is not None else None,
             "engines": len(build.engines),
             "failed": len(build.failed),
             "peak_rss_mb": round(build.peak_rss_mb),
@@ -929,7 +943,9 @@ def run_worker(
     return json.loads(result_path.read_text()), text
 
 
-def _build_from(result: Mapping[str, Any], engine_dir: Path, save_module: bool) -> EngineBuild:
+def _build_from(
+    result: Mapping[str, Any], engine_dir: Path, save_module: bool, save_cpu_seconds: float = 0.0
+) -> EngineBuild:
     blocks = []
     for raw in result["blocks"]:
         if raw["kind"] == "torch":
@@ -971,4 +987,5 @@ def _build_from(result: Mapping[str, Any], engine_dir: Path, save_module: bool) 
         saved=result.get("saved", {}),
         decompositions=result.get("decompositions", ""),
         decomposition_seconds=result.get("decomposition_seconds"),
+        cpu_seconds=result["cpu_seconds"] + save_cpu_seconds if "cpu_seconds" in result else None,
     )
