@@ -5,9 +5,9 @@ import torch
 from torch.export import Dim
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from casebook.checks import assert_parity
 from casebook.models.deformable_detr import DeformableDETR, get_reference_points, make_spatial_shapes
 from casebook.models.stand_ins import Boxes, Instances, register_pytree_nodes
+from casebook.parity import assert_parity
 
 FORMS = [("tensor", "linspace"), ("tensor", "arange"), ("list", "linspace"), ("list", "arange")]
 

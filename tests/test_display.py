@@ -1,7 +1,7 @@
 """The expected-error block (casebook.display) and how expect_error shows a caught error."""
 
-from casebook.checks import expect_error
 from casebook.display import ExpectedError
+from casebook.expected_errors import expect_error
 
 
 def test_expected_error_is_an_escaped_error_block_with_a_text_fallback():

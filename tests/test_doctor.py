@@ -378,3 +378,11 @@ def test_json_reports_follow_the_documented_schema():
     from doctor_cases import CLEAN
 
     jsonschema.validate(json.loads(diagnose(**CLEAN()).to_json()), JSON_SCHEMA)
+
+
+def test_the_command_line_does_not_import_the_notebook_display():
+    """The doctor runs in a terminal or CI: it needs parity (casebook.parity), not IPython, which only
+    pages use to show an expected error (casebook.expected_errors)."""
+    code = "import sys, casebook.doctor.__main__; print(sorted(m for m in sys.modules if m.startswith('IPython')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"

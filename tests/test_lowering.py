@@ -21,7 +21,7 @@ from casebook.backends.cache import (
     default_cache_dir,
     metadata_path,
 )
-from casebook.checks import assert_parity
+from casebook.parity import assert_parity
 from casebook.patches.torchvision import install_nms_fake
 
 NO_CUDA = not torch.cuda.is_available()

@@ -1,12 +1,12 @@
-"""Mutation: in-place writes (casebook.introspect) and stateful parity (casebook.checks)."""
+"""Mutation: in-place writes (casebook.introspect) and stateful parity (casebook.parity)."""
 
 import copy
 
 import pytest
 import torch
 
-from casebook.checks import assert_mutation_parity
 from casebook.introspect import mutations, signature_rows
+from casebook.parity import assert_mutation_parity
 
 
 class CountingBuffer(torch.nn.Module):

@@ -15,7 +15,7 @@ import stale_pages  # noqa: E402
 
 def test_a_page_depends_on_what_its_cells_import_transitively():
     modules = stale_pages.page_modules(REPO_ROOT / "notebooks" / "graph_breaks.md")
-    assert {"casebook.logs", "casebook.checks", "casebook.inputs"} <= modules  # checks imports inputs
+    assert {"casebook.logs", "casebook.parity", "casebook.inputs"} <= modules  # parity imports inputs
     assert "casebook.patches.detectron2" not in modules
 
 

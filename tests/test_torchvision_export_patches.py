@@ -15,8 +15,8 @@ from torchvision.models.detection import transform as det_transform
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
 
-from casebook.checks import assert_parity
 from casebook.models.random_weights import reestimate_batchnorm
+from casebook.parity import assert_parity
 from casebook.patches.torchvision import PATCHES, STATIC_EXPORT_PATCHES, export_patches
 
 SMALL = 128

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from .. import REPO_ROOT
-from ..checks import ParityResult, assert_parity
 from ..inputs import as_args, first_device
+from ..parity import ParityResult, assert_parity
 from .cache import (
     artifact_path,
     atomic_output,

@@ -14,7 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import catalog
-from ..checks import compare_outputs
+from ..parity import compare_outputs
 from .program_checks import dimension_results, requested_dims
 from .program_steps import run_on_copies
 from .report import Finding

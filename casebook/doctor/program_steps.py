@@ -13,7 +13,7 @@ from torch.testing._internal.optests.generate_tests import OpCheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import catalog
-from ..checks import compare_outputs
+from ..parity import compare_outputs
 from .frames import draft_frames
 from .program_checks import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding

@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from ..checks import expect_error
+from ..expected_errors import expect_error
 from ..patches.torchvision import export_patches
 from .detection_zoo import checked_detector
 from .images import load_image

@@ -1,11 +1,11 @@
-"""The book's two guards: parity with eager, and expected errors that must still happen."""
+"""expect_error: a failure a page reproduces must still happen, with its type and message."""
 
 import re
 
 import pytest
 import torch
 
-from casebook.checks import assert_parity, compare_outputs, expect_error
+from casebook.expected_errors import expect_error
 
 
 class DataDependentBranch(torch.nn.Module):
@@ -45,40 +45,13 @@ def test_expect_error_fails_when_the_message_changed():
             raise ValueError("new wording")
 
 
-def test_parity_passes_for_an_exported_program():
-    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
-    exported = torch.export.export(model, (torch.randn(2, 4),))
-    result = assert_parity(model, exported.module(), [torch.randn(2, 4), torch.zeros(2, 4)])
-    assert result.inputs_checked == 2 and result.leaves_checked == 2
-
-
-def test_parity_reports_the_path_of_a_differing_value():
-    with pytest.raises(AssertionError, match=r"\['boxes'\] differs"):
-        compare_outputs({"boxes": torch.zeros(2), "n": 2}, {"boxes": torch.ones(2), "n": 2})
-
-
-def test_parity_rejects_a_different_structure():
-    with pytest.raises(AssertionError, match="structure differs"):
-        compare_outputs((torch.zeros(0, 4),), [torch.zeros(0, 4)])
-
-
-def test_parity_compares_non_tensor_leaves():
-    with pytest.raises(AssertionError, match="expected 2, got 3"):
-        compare_outputs({"n": 2}, {"n": 3})
-
-
-def test_parity_needs_inputs():
-    with pytest.raises(ValueError, match="at least one input"):
-        assert_parity(torch.nn.Identity(), torch.nn.Identity(), [])
-
-
 def test_raised_at_names_the_innermost_matching_frame():
     def inner():
         raise ValueError("boom")
 
     with expect_error(ValueError, "boom", show=False) as caught:
         inner()
-    assert caught.raised_at("test_checks.py").endswith('in inner: raise ValueError("boom")')
+    assert caught.raised_at("test_expected_errors.py").endswith('in inner: raise ValueError("boom")')
     with pytest.raises(ValueError, match="no frame of the traceback is in a file whose path contains"):
         caught.raised_at("/no/such/library/")
 
