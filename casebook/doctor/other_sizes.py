@@ -15,7 +15,7 @@ import torch.utils._pytree as pytree
 
 from .. import catalog
 from ..parity import compare_outputs
-from .program_checks import dimension_results, requested_dims
+from .program_shapes import dimension_results, requested_dims
 from .program_steps import run_on_copies
 from .report import Finding
 from .session import Session, first_line

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .. import catalog
 from ..parity import compare_outputs
 from .frames import draft_frames
-from .program_checks import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
+from .program_shapes import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding
 from .session import Session, first_line
 
