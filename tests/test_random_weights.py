@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from casebook.models.random_weights import reestimate_batchnorm
+from casebook.models.random_weights import DETECTORS, has_batchnorm, random_detector, reestimate_batchnorm
 
 
 def test_statistics_become_those_of_the_batch_and_layers_end_in_eval():
@@ -25,3 +25,21 @@ def test_forward_selects_the_part_that_runs():
 def test_a_model_without_batchnorm_is_refused():
     with pytest.raises(ValueError, match="has no BatchNorm layer"):
         reestimate_batchnorm(nn.Linear(2, 2), torch.ones(1, 2))
+
+
+def test_random_detector_is_seeded_calibrated_and_checks_its_name():
+    name = "fasterrcnn_mobilenet_v3_large_320_fpn"
+    first, again = random_detector(name), random_detector(name)
+    assert not first.training
+    for (key, value), other in zip(first.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(value, other), key
+    # calibrated: the running statistics are the photos', not the initial mean 0 and variance 1
+    norm = next(m for m in first.backbone.modules() if isinstance(m, nn.BatchNorm2d))
+    assert not torch.equal(norm.running_var, torch.ones_like(norm.running_var))
+    assert not torch.equal(
+        random_detector(name, seed=1).state_dict()["rpn.head.conv.0.0.weight"],
+        first.state_dict()["rpn.head.conv.0.0.weight"],
+    )
+    assert "ssd300_vgg16" in DETECTORS and not has_batchnorm(random_detector("ssd300_vgg16"))
+    with pytest.raises(ValueError, match="not a detection builder of torchvision.*choose one of: fasterrcnn"):
+        random_detector("resnet50")

@@ -19,17 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
-import torchvision
 from torch.export import Dim
-from torch.utils._sympy.numbers import int_oo
 
 from ..checked_program import CheckedProgram, input_contract
+from ..introspect import symbol_range
 from ..patches.torchvision import export_patches
-from .images import CALIBRATION_PHOTOS, load_image
-from .random_weights import reestimate_batchnorm
-
-DETECTORS: tuple[str, ...] = tuple(torchvision.models.list_models(module=torchvision.models.detection))
-"""Every detection builder of the installed torchvision (12 on 0.29.1)."""
+from .images import load_image
+from .random_weights import DETECTORS as DETECTORS  # the zoo's builders: pages read zoo.DETECTORS
+from .random_weights import check_detector_name, random_detector
 
 EXAMPLE_SIZES: dict[str, tuple[int, int]] = {
     "ssd300_vgg16": (304, 288),  # SSD300's extra layers need about 300 pixels a side
@@ -51,34 +48,17 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 
 def example_size(name: str) -> tuple[int, int]:
     """The (height, width) a detector is exported and compared at."""
-    _check_name(name)
+    check_detector_name(name)
     return EXAMPLE_SIZES.get(name, DEFAULT_EXAMPLE_SIZE)
 
 
-def _check_name(name: str) -> None:
-    if name not in DETECTORS:
-        raise ValueError(
-            f"{name!r} is not a detection builder of torchvision {torchvision.__version__}; "
-            f"choose one of: {', '.join(DETECTORS)}"
-        )
-
-
 def build_detector(name: str, seed: int = 0) -> torch.nn.Module:
-    """``torchvision.models.get_model(name)`` with random weights, calibrated, resize off, warmed up.
-
-    BatchNorm statistics are re-estimated on the four calibration photos at 256 x 256 where the
-    model has BatchNorm (SSD300's VGG has none): with their initial values the activations of a
-    random backbone fade until every image looks the same to the heads. The model responds to its
-    input; it is not a detector. Takes images at their own size; its boxes are in that image's
-    coordinates.
+    """`random_detector(name, seed)` (random weights, the backbone's BatchNorm statistics re-estimated
+    on the calibration photos where it has BatchNorm), resize off, warmed up. Takes images at their
+    own size; its boxes are in that image's coordinates.
     """
-    _check_name(name)
-    torch.manual_seed(seed)
-    model = torchvision.models.get_model(name, weights=None, weights_backbone=None).eval()
+    model = random_detector(name, seed)  # checks the name
     model.transform._skip_resize = True
-    if any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
-        photos = torch.stack([model.transform.normalize(load_image(p, 256)) for p in CALIBRATION_PHOTOS])
-        reestimate_batchnorm(model, photos, forward=model.backbone)
     eager(model, example_image(name))  # caches the RoI pooler's scales, which would pin H and W
     return model
 
@@ -148,10 +128,8 @@ def keypoint_canvas(program: torch.export.ExportedProgram) -> tuple[tuple, dict[
             "the program has no keypoint decoding canvas (a 4-D masked_fill): export Keypoint R-CNN, "
             "or a module that calls heatmaps_to_keypoints, under the patch heatmaps_to_keypoints_without_loop"
         )
-    bounds = [program.range_constraints[size.node.expr] for size in shape[2:]]
     return tuple(shape), {
-        label: (bound.lower, None if bound.upper == int_oo else bound.upper)
-        for label, bound in zip(("H", "W"), bounds, strict=True)
+        label: symbol_range(program, size) for label, size in zip(("H", "W"), shape[2:], strict=True)
     }
 
 

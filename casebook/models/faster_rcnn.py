@@ -13,31 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torchvision
 from torch.export import Dim
 
 from ..patches.torchvision import export_patches
-from .images import CALIBRATION_PHOTOS, load_image
-from .random_weights import reestimate_batchnorm
+from .images import load_image
+from .random_weights import random_detector
 
 MIN_SIDE, MAX_SIDE = 65, 1024
 """The exported range of height and width: below 65 the top FPN level would be one pixel high."""
 
 
 def calibrated_model(seed: int = 0) -> torch.nn.Module:
-    """Faster R-CNN (MobileNetV3-FPN), random weights, BatchNorm statistics re-estimated, eval mode.
-
-    The statistics come from the four calibration photos at 256 x 256: with their initial values the
-    activations of a random backbone shrink layer by layer until every image looks the same to the
-    heads. The result responds to its input; it is not a detector.
-    """
-    torch.manual_seed(seed)
-    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(
-        weights=None, weights_backbone=None
-    ).eval()
-    photos = torch.stack([model.transform.normalize(load_image(name, 256)) for name in CALIBRATION_PHOTOS])
-    reestimate_batchnorm(model, photos, forward=model.backbone)
-    return model
+    """The case study's model: Faster R-CNN (MobileNetV3-FPN) as `random_detector` makes it (random
+    weights, BatchNorm statistics re-estimated on the calibration photos, eval mode)."""
+    return random_detector("fasterrcnn_mobilenet_v3_large_fpn", seed)
 
 
 @dataclass

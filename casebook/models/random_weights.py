@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torchvision
 from torch import nn
+
+from .images import CALIBRATION_PHOTOS, load_image
 
 
 def reestimate_batchnorm(model: nn.Module, batch: torch.Tensor, forward: Callable | None = None) -> int:
@@ -38,3 +41,41 @@ def reestimate_batchnorm(model: nn.Module, batch: torch.Tensor, forward: Callabl
     for norm in norms:
         norm.eval()
     return len(norms)
+
+
+DETECTORS: tuple[str, ...] = tuple(torchvision.models.list_models(module=torchvision.models.detection))
+"""Every detection builder of the installed torchvision (12 on 0.29.1)."""
+
+
+def check_detector_name(name: str) -> None:
+    """Raise ValueError, listing the builders, unless ``name`` is one of `DETECTORS`."""
+    if name not in DETECTORS:
+        raise ValueError(
+            f"{name!r} is not a detection builder of torchvision {torchvision.__version__}; "
+            f"choose one of: {', '.join(DETECTORS)}"
+        )
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    """Whether ``model`` has a BatchNorm layer with running statistics (SSD300's VGG has none)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def calibrate_detector(model: nn.Module) -> int:
+    """Re-estimate the BatchNorm statistics of a torchvision detector's backbone on the book's four
+    calibration photos (`CALIBRATION_PHOTOS`) at 256 x 256, normalized by the model's own transform.
+    Returns how many layers were re-estimated."""
+    photos = torch.stack([model.transform.normalize(load_image(name, 256)) for name in CALIBRATION_PHOTOS])
+    return reestimate_batchnorm(model, photos, forward=model.backbone)
+
+
+def random_detector(name: str, seed: int = 0) -> nn.Module:
+    """``torchvision.models.get_model(name)`` with random weights drawn after ``torch.manual_seed(seed)``,
+    in eval mode, its backbone calibrated (`calibrate_detector`) where it has BatchNorm. The model
+    responds to its input; it is not a detector."""
+    check_detector_name(name)
+    torch.manual_seed(seed)
+    model = torchvision.models.get_model(name, weights=None, weights_backbone=None).eval()
+    if has_batchnorm(model):
+        calibrate_detector(model)
+    return model
