@@ -22,7 +22,8 @@ from typing import Any
 import sympy
 import torch
 import torch.utils._pytree as pytree
-from torch.utils._sympy.numbers import int_oo
+
+from .introspect import symbol_range
 
 __all__ = ["CheckedProgram", "DimContract", "TensorContract", "input_contract"]
 
@@ -89,7 +90,7 @@ def input_contract(
         if not isinstance(value, torch.Tensor):
             contracts.append(None)  # a Python number or None: the program checks it by equality
             continue
-        dims = tuple(_dim_contract(size, program.range_constraints) for size in value.shape)
+        dims = tuple(_dim_contract(size, program) for size in value.shape)
         contracts.append(TensorContract(name, value.dtype, dims))
     return spec, contracts
 
@@ -205,7 +206,7 @@ class CheckedProgram:
             )
 
 
-def _dim_contract(size: int | torch.SymInt, range_constraints: dict) -> DimContract:
+def _dim_contract(size: int | torch.SymInt, program: torch.export.ExportedProgram) -> DimContract:
     if isinstance(size, int):
         return DimContract(size=size)
     expr = size.node.expr
@@ -214,10 +215,8 @@ def _dim_contract(size: int | torch.SymInt, range_constraints: dict) -> DimContr
     if not isinstance(expr, sympy.Symbol):
         # e.g. 2*s0: the range of the expression is the program's own business; check only >= 0
         return DimContract(size=None, symbol="", low=0, high=None)
-    bounds = range_constraints.get(expr)
-    low = int(bounds.lower) if bounds is not None else 0
-    high = None if bounds is None or bounds.upper in (int_oo, sympy.oo) else int(bounds.upper)
-    return DimContract(size=None, symbol=str(expr), low=low, high=high)
+    low, high = symbol_range(program, expr) or (0, None)
+    return DimContract(size=None, symbol=str(expr), low=low or 0, high=high)
 
 
 def _parameters(module: torch.nn.Module) -> list[str]:

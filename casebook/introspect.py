@@ -1,6 +1,7 @@
 """Read-only views of an ExportedProgram (and of what export said), for showing on a page.
 
 - `runtime_asserts`: the checks export left in the graph for facts it could not prove while tracing.
+- `symbol_range`: the range the program gives a symbolic size, None where an end has no bound.
 - `user_input_shapes`: the shapes (with their symbols, `s0`, `4*s1`) the user inputs were traced with.
 - `suggested_fixes`: the "Suggested fixes:" block of a constraint-violation message.
 - `signature_rows` and `mutations`: what the graph signature maps to what, and every in-place write.
@@ -12,7 +13,9 @@
 
 from __future__ import annotations
 
+import sympy
 import torch
+from torch.utils._sympy.numbers import int_oo
 
 # Nodes through which an exported graph checks, at run time, what export assumed about a value.
 _RANGE_TARGETS = (
@@ -36,6 +39,26 @@ def runtime_asserts(program) -> list[str]:
             bounds = ", ".join(f"{key}={value}" for key, value in node.kwargs.items())
             lines.append(f"{node.target}({node.args[0]}, {bounds})")
     return lines
+
+
+def symbol_range(
+    program: torch.export.ExportedProgram, size: torch.SymInt | sympy.Expr | str
+) -> tuple[int | None, int | None] | None:
+    """The range ``program.range_constraints`` gives one symbolic size: ``(low, high)``, an end with no
+    bound (``int_oo``, ``oo``) as None. ``size``: a SymInt from the program's metadata, its sympy
+    symbol, or the symbol's name ("s0", "u3"). None when the program has no range for it (an
+    expression such as ``2*s0``, or a symbol it does not constrain)."""
+    if isinstance(size, torch.SymInt):
+        size = size.node.expr
+    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    bounds = ranges.get(str(size))
+    if bounds is None:
+        return None
+
+    def end(value) -> int | None:
+        return None if value in (int_oo, -int_oo, sympy.oo, -sympy.oo) else int(value)
+
+    return end(bounds.lower), end(bounds.upper)
 
 
 def user_input_shapes(program: torch.export.ExportedProgram) -> dict[str, str]:

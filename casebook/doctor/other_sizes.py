@@ -14,6 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import catalog
+from ..introspect import symbol_range
 from ..parity import compare_outputs
 from .program_shapes import dimension_results, requested_dims
 from .program_steps import run_on_copies
@@ -43,17 +44,16 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
         if not session.ran_clean:
             record.detail = "not tried, the program failed on the example"
             return
-        ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
         by_symbol: dict[str, list] = {}
         for result in dimension_results(program, requested_dims(module, args, kwargs, dynamic_shapes)):
-            if result.static_size is None and result.symbol in ranges:  # a plain symbol, not 32*s1
+            # a plain symbol, not 32*s1
+            if result.static_size is None and symbol_range(program, result.symbol) is not None:
                 by_symbol.setdefault(result.symbol, []).append(result.requested)
         runnable = program.module() if by_symbol else None  # unlifted once, for every probe
         refused, differ, undecided = [], [], 0
         for symbol, wants in by_symbol.items():
-            bounds = ranges[symbol]
-            upper = int(bounds.upper) if str(bounds.upper).isdigit() else None
-            size = _probe_size(wants[0].example_size, int(bounds.lower), upper)
+            lower, upper = symbol_range(program, symbol)
+            size = _probe_size(wants[0].example_size, lower, upper)
             if size is None:
                 continue
             values, structure = pytree.tree_flatten((args, kwargs))

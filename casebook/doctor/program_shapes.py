@@ -18,6 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.dynamic_shapes import Dim, _combine_args, _DimHint, _DimHintType, _tree_map_with_path
 
+from ..introspect import symbol_range
 from .frames import Frame, message_frames
 
 
@@ -130,7 +131,6 @@ def dimension_results(
     """For each requested dimension: the constant the program fixed it to, or its symbol and range."""
     placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
     user_inputs = list(program.graph_signature.user_inputs)
-    ranges = {str(symbol): value_range for symbol, value_range in program.range_constraints.items()}
     results = []
     for want in requested:
         if not 0 <= want.leaf < len(user_inputs):
@@ -143,12 +143,10 @@ def dimension_results(
             size = int(size.node.expr)
         if isinstance(size, torch.SymInt):
             symbol = str(size.node.expr)
-            bounds = ranges.get(symbol)
-            text = f"[{bounds.lower}, {bounds.upper}]" if bounds is not None else ""
-            lower = (
-                int(bounds.lower) if bounds is not None and str(bounds.lower).lstrip("-").isdigit() else None
-            )
-            results.append(DimResult(want, None, symbol, text.replace("int_oo", "∞"), lower))
+            bounds = symbol_range(program, symbol)
+            lower, upper = bounds or (None, None)
+            text = f"[{lower}, {'∞' if upper is None else upper}]" if bounds is not None else ""
+            results.append(DimResult(want, None, symbol, text, lower))
         else:
             results.append(DimResult(want, int(size)))
     return results

@@ -13,6 +13,7 @@ from torch.testing._internal.optests.generate_tests import OpCheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import catalog
+from ..introspect import symbol_range
 from ..parity import compare_outputs
 from .frames import draft_frames
 from .program_shapes import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
@@ -508,9 +509,7 @@ def check_tensorrt_build(session: Session, program, args, kwargs) -> None:
 def _program_range(program, profile) -> bool:
     """Whether each dimension of ``profile`` that looks made up is the range of one of the program's own
     dimensions (a `Dim` that happens to span min to 4096 * min)."""
-    from torch.utils._sympy.numbers import int_oo
-
-    bounds = {(int(r.lower), int(r.upper)) for r in program.range_constraints.values() if r.upper != int_oo}
+    bounds = {symbol_range(program, symbol) for symbol in program.range_constraints}
     return all(
         (low, high) in bounds
         for low, high in zip(profile.min, profile.max, strict=True)
