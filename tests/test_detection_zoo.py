@@ -10,6 +10,7 @@ import re
 import pytest
 import torch
 
+from casebook.detection_parity import exact_differences
 from casebook.models.detection_zoo import (
     DETECTORS,
     EXAMPLE_SIZES,
@@ -19,7 +20,6 @@ from casebook.models.detection_zoo import (
     eager,
     example_size,
     keypoint_canvas,
-    parity,
     size_range,
 )
 from casebook.models.detection_zoo_proof import export_and_compare, parity_images
@@ -38,76 +38,6 @@ def test_twelve_detectors_and_an_example_size_only_for_real_ones():
 def test_unknown_detector_names_the_choices(call):
     with pytest.raises(ValueError, match=r"'yolo' is not a detection builder .* choose one of: fasterrcnn"):
         call("yolo")
-
-
-def _detections(count, boxes_seed=0):
-    generator = torch.Generator().manual_seed(boxes_seed)
-    return {
-        "boxes": torch.rand(count, 4, generator=generator) * 100,
-        "labels": torch.randint(1, 91, (count,), generator=generator),
-        "scores": torch.linspace(0.9, 0.1, count),
-    }
-
-
-def test_parity_of_identical_results_reports_zero():
-    result = _detections(5)
-    assert parity(result, dict(result)) == {
-        "boxes": 0.0,
-        "labels": 0.0,
-        "scores": 0.0,
-        "reordered ties": 0,
-        "tied at the cut": 0,
-    }
-
-
-def test_parity_accepts_different_detections_only_at_a_tie_on_the_last_score():
-    expected = _detections(5)
-    expected["scores"][-2:] = 0.1  # two detections tie at the last kept score
-    actual = {key: value.clone() for key, value in expected.items()}
-    actual["boxes"][-1] += 7  # the program kept another member of the tied group
-    assert parity(expected, actual)["tied at the cut"] == 1
-
-    above = {key: value.clone() for key, value in expected.items()}
-    above["boxes"][1] += 7
-    with pytest.raises(
-        AssertionError,
-        match=r"differ from eager above the last kept score: detection 1 of 5 \(score 0.7\) is not",
-    ):
-        parity(expected, above)
-
-
-def test_parity_pairs_equal_scores_that_come_in_another_order():
-    expected = dict(_detections(6), masks=torch.rand(6, 1, 4, 4))
-    expected["scores"][2:4] = 0.5  # two detections above the cut share a score
-    order = torch.tensor([0, 1, 3, 2, 4, 5])
-    actual = {key: value[order] for key, value in expected.items()}
-    differences = parity(expected, actual)
-    assert (differences["reordered ties"], differences["tied at the cut"]) == (2, 0)
-    assert differences["masks"] == 0.0  # compared with the paired detection, not the one at the same row
-
-    actual["masks"] = actual["masks"].clone()
-    actual["masks"][3] += 0.1  # the paired detection's mask differs
-    with pytest.raises(AssertionError, match="masks"):
-        parity(expected, actual)
-
-
-def test_parity_rejects_other_scores_shapes_and_dtypes():
-    expected = _detections(4)
-    other_scores = dict(expected, scores=expected["scores"] + 1e-7)
-    with pytest.raises(AssertionError, match="the scores differ from eager"):
-        parity(expected, other_scores)
-    with pytest.raises(AssertionError, match=r"boxes: shape \(3, 4\), eager \(4, 4\)"):
-        parity(expected, dict(expected, boxes=expected["boxes"][:3]))
-    with pytest.raises(AssertionError, match="labels: dtype torch.int32"):
-        parity(expected, dict(expected, labels=expected["labels"].int()))
-
-
-def test_parity_holds_masks_to_their_tolerance():
-    expected = dict(_detections(2), masks=torch.rand(2, 1, 8, 8))
-    close = dict(expected, masks=expected["masks"] + 5e-6)
-    assert parity(expected, close)["masks"] == pytest.approx(5e-6, rel=0.05)  # float32 rounding of x + 5e-6
-    with pytest.raises(AssertionError, match="masks"):
-        parity(expected, dict(expected, masks=expected["masks"] + 2e-5))
 
 
 SMALLEST_RCNN = "fasterrcnn_mobilenet_v3_large_320_fpn"
@@ -144,7 +74,7 @@ def test_the_dynamic_program_takes_new_sizes_and_matches_eager(dynamic_program):
     assert size_range(dynamic_program) == {"H": (65, None), "W": (65, None)}
     model = build_detector(SMALLEST_RCNN)
     image = load_image("coffee", (200, 333))
-    differences = parity(eager(model, image), dynamic_program.module()([image])[0])
+    differences = exact_differences(eager(model, image), dynamic_program.module()([image])[0])
     assert differences["tied at the cut"] == 0
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from torchvision.models.detection import roi_heads
 from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
 
-from casebook.models.detection_zoo import TOLERANCES
+from casebook.detection_parity import TOLERANCES
 from casebook.patches import torchvision_heads
 from casebook.patches.torchvision import export_patches
 from casebook.patches.torchvision_heads import (

@@ -15,7 +15,6 @@ map, an upper bound where the architecture has one).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -35,15 +34,6 @@ EXAMPLE_SIZES: dict[str, tuple[int, int]] = {
 """(height, width) of the export example where the default does not fit; not square, on purpose."""
 
 DEFAULT_EXAMPLE_SIZE = (320, 256)
-
-EXACT_KEYS = ("boxes", "labels", "scores", "keypoints")
-"""Outputs compared bit for bit: the program runs the same kernels as eager on them."""
-
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "masks": (0.0, 1e-5),  # probabilities from the loop-free paster: float rounding, ~1e-6 seen
-    "keypoints_scores": (1e-5, 1e-5),  # heatmap values of order 1 to 10, another bicubic rounding
-}
-"""(rtol, atol) for the outputs the RoI-head patches compute with other arithmetic than eager."""
 
 
 def example_size(name: str) -> tuple[int, int]:
@@ -144,75 +134,3 @@ def checked_detector(program: torch.export.ExportedProgram) -> CheckedProgram:
     refuses each with what was wrong and what the program accepts, before anything runs.
     """
     return CheckedProgram(program, what_to_do=INPUT_ADVICE)
-
-
-def parity(expected: Mapping[str, torch.Tensor], actual: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    """Largest |difference| per output, plus two tie counts; AssertionError outside the policy.
-
-    Boxes, labels, scores and keypoints must be identical; masks and keypoint scores within
-    :data:`TOLERANCES`. The score lists must be identical. Two exceptions, both for exactly equal
-    scores, whose order NMS leaves unspecified (see :func:`casebook.patches.torchvision.batched_nms`):
-
-    - ``"reordered ties"``: detections with equal scores may come in another order. Each is then
-      paired with the same detection (same box and label, same score) and compared with it.
-    - ``"tied at the cut"``: when several candidates share the score of the last detection kept
-      (the cut to ``detections_per_img``), eager and the program may keep different ones of them.
-      Those are left out of the comparison.
-
-    Any other difference fails.
-    """
-    assert expected.keys() == actual.keys(), f"outputs differ: {sorted(expected)} vs {sorted(actual)}"
-    for key, want in expected.items():
-        got = actual[key]
-        assert got.shape == want.shape, f"{key}: shape {tuple(got.shape)}, eager {tuple(want.shape)}"
-        assert got.dtype == want.dtype, f"{key}: dtype {got.dtype}, eager {want.dtype}"
-    pairing, reordered, cut = _pair_tied_detections(expected, actual)
-    kept = pairing >= 0
-    differences: dict[str, float] = {}
-    for key, want in expected.items():
-        want, got = want[kept], actual[key][pairing[kept]]
-        differences[key] = 0.0 if want.numel() == 0 else (got.double() - want.double()).abs().max().item()
-        if key in TOLERANCES:
-            rtol, atol = TOLERANCES[key]
-            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m, key=key: f"{key}: {m}")
-        else:
-            assert torch.equal(got, want), f"{key}: differs from eager by up to {differences[key]:.3g}"
-    differences["reordered ties"] = reordered
-    differences["tied at the cut"] = cut
-    return differences
-
-
-def _pair_tied_detections(
-    expected: Mapping[str, torch.Tensor], actual: Mapping[str, torch.Tensor]
-) -> tuple[torch.Tensor, int, int]:
-    """For each expected detection, the index of the same detection in ``actual`` (-1: none, a
-    different candidate kept at the cut); and how many were reordered among equal scores, and cut."""
-    scores = expected["scores"]
-    assert torch.equal(actual["scores"], scores), "the scores differ from eager"
-    pairing = torch.arange(len(scores))
-    differs = torch.zeros(len(scores), dtype=torch.bool)
-    for key in ("boxes", "labels"):
-        unequal = expected[key] != actual[key]
-        differs |= unequal.flatten(1).any(dim=1) if unequal.dim() > 1 else unequal
-    reordered = cut = 0
-    last = scores[-1] if len(scores) else None
-    for row in differs.nonzero().flatten().tolist():
-        candidates = [
-            other
-            for other in (scores == scores[row]).nonzero().flatten().tolist()
-            if differs[other]
-            and other not in pairing[:row].tolist()
-            and torch.equal(actual["boxes"][other], expected["boxes"][row])
-            and actual["labels"][other] == expected["labels"][row]
-        ]
-        if candidates:
-            pairing[row] = candidates[0]
-            reordered += 1
-            continue
-        assert scores[row] == last, (
-            "detections differ from eager above the last kept score: "
-            f"detection {row} of {len(scores)} (score {scores[row].item():.6g}) is not in the program's output"
-        )
-        pairing[row] = -1
-        cut += 1
-    return pairing, reordered, cut

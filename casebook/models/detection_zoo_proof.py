@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..detection_parity import exact_differences
 from ..page import hide_noise
 from .detection_zoo import (
     build_detector,
@@ -20,7 +21,6 @@ from .detection_zoo import (
     example_image,
     example_size,
     export_detector,
-    parity,
     size_range,
 )
 from .detector_inputs import bad_input_outcomes
@@ -60,7 +60,7 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
 
     Exports: static and ``Dim.AUTO`` dynamic (non-strict), and dynamic strict. The range comes
     from the dynamic program (:func:`size_range`); the strict one must derive the same. Parity
-    (:func:`parity`): the dynamic program on the three :func:`parity_images`, the static one on
+    (:func:`casebook.detection_parity.exact_differences`): the dynamic program on the three :func:`parity_images`, the static one on
     the example, the strict one on the last image. Where no image gives zero detections, the model
     with a score threshold of 1.0 (no score exceeds it) is exported statically and compared on the
     example: every output must come back empty, with its shape. Then the eight bad inputs of
@@ -82,14 +82,14 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
     detections, reordered, cut, worst, expected = [], 0, 0, {}, []
     for _, image in images:
         expected.append(eager(model, image))
-        differences = parity(expected[-1], dynamic_module([image])[0])
+        differences = exact_differences(expected[-1], dynamic_module([image])[0])
         reordered += differences.pop("reordered ties")
         cut += differences.pop("tied at the cut")
         for key, value in differences.items():
             worst[key] = max(worst.get(key, 0.0), value)
         detections.append(len(expected[-1]["scores"]))
-    parity(expected[1], static.program.module()([example])[0])  # images[1] is the example
-    parity(expected[2], strict.program.module()([images[2][1]])[0])
+    exact_differences(expected[1], static.program.module()([example])[0])  # images[1] is the example
+    exact_differences(expected[2], strict.program.module()([images[2][1]])[0])
 
     if 0 in detections:
         empty = f"image {detections.index(0) + 1}"
@@ -99,7 +99,7 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
         nothing_kept = export_detector(model, example, dynamic=False, strict=False).program
         empty_expected = eager(model, example)
         empty_actual = nothing_kept.module()([example])[0]
-        parity(empty_expected, empty_actual)
+        exact_differences(empty_expected, empty_actual)
         assert all(value.shape[0] == 0 for value in empty_actual.values()), f"{name}: not empty"
         empty = "threshold 1.0"
 

@@ -70,7 +70,7 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
     harmless: the detector then cuts the list to ``detections_per_img``, and when the cut falls
     inside a group of equal scores, eager (which took the loop) and the exported program keep
     different members of the group. The test ``test_equal_scores_at_the_cut_keep_different_boxes``
-    shows it; ``casebook.models.detection_zoo.parity`` accepts such differences only at the last
+    shows it; ``casebook.detection_parity.exact_differences`` accepts such differences only at the last
     kept score.
     """
     threshold = 4000 if boxes.device.type == "cpu" else 100_000
