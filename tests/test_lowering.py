@@ -1,4 +1,5 @@
-"""lower(): AOTInductor parity, on-disk caching, backend choice and its errors.
+"""lower(): AOTInductor parity, on-disk caching, backend choice and its errors, and the other backends
+of the registry (ExecuTorch, ONNX Runtime, a saved ExportedProgram) reached through it.
 
 One real AOTInductor compile (module-scoped); every other test reuses it through the cache or needs
 no compile at all, so the file runs in well under a minute on two cores.
@@ -21,6 +22,7 @@ from casebook.backends.cache import (
     default_cache_dir,
     metadata_path,
 )
+from casebook.backends.trt_runtime import check_tensorrt_settings
 from casebook.parity import assert_parity
 from casebook.patches.torchvision import install_nms_fake
 
@@ -207,10 +209,10 @@ def test_lower_raises_when_compiled_module_disagrees(program, monkeypatch, tmp_p
     def negated(inp):
         return {k: -v for k, v in ep.module()(inp).items()}
 
-    def broken_backend(ep, args, settings, cache_dir):
+    def broken_backend(backend, ep, args, settings, cache_dir):
         return Lowered("aoti", negated, "", "cpu", 0.0)
 
-    monkeypatch.setitem(lowering_module._LOWERINGS, "aoti", broken_backend)
+    monkeypatch.setattr(lowering_module, "_lower_with", broken_backend)
     with pytest.raises(AssertionError, match="input 0: output"):
         lower(ep, (x,), "aoti", cache_dir=tmp_path)
 
@@ -284,8 +286,29 @@ def test_unknown_tensorrt_settings_are_rejected_not_swallowed():
         __version__ = "2.14.0"
         dynamo = FakeDynamo
 
-    lowering_module._check_tensorrt_settings(
-        FakeTorchTensorRT, {"min_block_size": 1, "enable_autocast": True}
-    )
+    check_tensorrt_settings(FakeTorchTensorRT, {"min_block_size": 1, "enable_autocast": True})
     with pytest.raises(TypeError, match="min_block_size"):
-        lowering_module._check_tensorrt_settings(FakeTorchTensorRT, {"min_blocksize": 1})
+        check_tensorrt_settings(FakeTorchTensorRT, {"min_blocksize": 1})
+
+
+@pytest.mark.parametrize("backend", ["exported_program", "executorch", "onnx"])
+def test_every_cpu_backend_of_the_registry_is_reached_through_lower(program, tmp_path, backend):
+    ep, x = program
+    first = lower(ep, (x,), backend, cache_dir=tmp_path, parity_inputs=[(torch.zeros(2, 3, 16, 16),)])
+    assert first.backend == backend and not first.from_cache and first.artifact_path.is_file()
+    assert first.parity.inputs_checked == 2 and first.parity.leaves_checked == 4  # logits and features
+    again = lower(ep, (x,), backend, cache_dir=tmp_path)
+    assert again.from_cache and again.artifact_path == first.artifact_path
+
+
+def test_a_cpu_only_backend_refuses_cuda_inputs_and_foreign_settings(program, monkeypatch):
+    ep, x = program
+    with pytest.raises(TypeError, match=r"backend='executorch' does not take \['inductor_configs'\]"):
+        lower(ep, (x,), "executorch", inductor_configs={})
+    with pytest.raises(TypeError, match="it accepts threads=..."):
+        lower(ep, (x,), "onnx", min_block_size=1)
+    monkeypatch.setattr(lowering_module, "first_device", lambda args: torch.device("cuda"))
+    with pytest.raises(
+        ValueError, match="ExecuTorch with XNNPACK compiles for cpu, but the example inputs are on cuda"
+    ):
+        lower(ep, (x,), "executorch")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib.metadata
 import importlib.util
 import io
 import logging
@@ -326,6 +327,23 @@ class ExecuTorchProgram:
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         return list(self.method.execute([t.contiguous() for t in tensors]))
+
+
+def write_pte(
+    program: torch.export.ExportedProgram, path: Path, args: Any = None, settings: Any = None
+) -> None:
+    """`lower_to_xnnpack`, saved to ``path`` (the backend registry's write)."""
+    lower_to_xnnpack(program).save(path)
+
+
+def load_pte(path: Path, device: Any = None, settings: Any = None) -> ExecuTorchProgram:
+    """The ``.pte`` in the ExecuTorch runtime (the backend registry's load)."""
+    return ExecuTorchProgram(path)
+
+
+def pte_tie(path: Path, loaded: Any = None) -> str:
+    """The file format a ``.pte`` declares (its bytes 4 to 8) and the runtime version that read it."""
+    return f"file format {Path(path).read_bytes()[4:8].decode()}, read by executorch {importlib.metadata.version('executorch')}"
 
 
 class BackboneOnExecuTorch(torch.nn.Module):

@@ -3,7 +3,9 @@
 Every notebook that compiles a model goes through here so that three promises hold everywhere:
 
 * the backend choice is explained (``Lowered.reason``), because "auto" picks TensorRT only where a
-  CUDA GPU and ``torch_tensorrt`` are present and AOTInductor otherwise;
+  CUDA GPU and ``torch_tensorrt`` are present and AOTInductor otherwise; any backend of the registry
+  (:mod:`casebook.backends.registry`: AOTInductor, TensorRT, ExecuTorch, ONNX Runtime, a saved
+  ``ExportedProgram``) can be asked for by name;
 * the compiled program is checked against eager ``ep.module()`` on the same inputs before anyone
   looks at a speed-up (a failed check raises, it never passes silently);
 * compiled artifacts are cached on disk (see :mod:`casebook.backends.cache`), so rebuilding the
@@ -12,9 +14,6 @@ Every notebook that compiles a model goes through here so that three promises ho
 
 from __future__ import annotations
 
-import copy
-import difflib
-import inspect
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -35,10 +34,13 @@ from .cache import (
     read_metadata,
     write_metadata,
 )
+from .registry import BACKENDS as REGISTRY
+from .registry import Backend, flat
+from .trt_runtime import tensorrt_import_problem
 
-BACKENDS = ("auto", "eager", "aoti", "tensorrt")
-_NAMES = {"eager": "eager ExportedProgram.module()", "aoti": "AOTInductor", "tensorrt": "Torch-TensorRT"}
-_AOTI_SETTINGS = frozenset({"inductor_configs"})
+# The backends lower() compiles to: those of the registry that load in this process.
+BACKENDS = ("auto", "eager", *(name for name, entry in REGISTRY.items() if entry.load is not None))
+_EAGER_NAME = "eager ExportedProgram.module()"
 _REMOVED_TRT_SETTINGS = {
     "enabled_precisions": "precision now comes from the model's dtypes (e.g. export a .half() model) "
     "or from enable_autocast=True with autocast_low_precision_type=torch.float16",
@@ -80,7 +82,7 @@ class Lowered:
 
     def _rows(self) -> list[tuple[str, str]]:
         rows = [
-            ("backend", f"{_NAMES[self.backend]} (`{self.backend}`) on {self.device}"),
+            ("backend", f"{_title(self.backend)} (`{self.backend}`) on {self.device}"),
             ("why", self.reason),
         ]
         rows.append(("time", self._time_text()))
@@ -131,15 +133,16 @@ def lower(
     Args:
         exported_program: the program to compile; its weights must be on the inputs' device.
         example_inputs: positional inputs (a tuple, or a single tensor) used to compile and check.
-        backend: "auto" (TensorRT if CUDA and torch_tensorrt are usable, else AOTInductor),
-            "tensorrt", "aoti" or "eager".
+        backend: "auto" (TensorRT if CUDA and torch_tensorrt are usable, else AOTInductor), "eager",
+            or a backend of the registry by name: "aoti", "tensorrt", "executorch", "onnx",
+            "exported_program" (saved and loaded back).
         cache_dir: where artifacts are cached; defaults to :func:`~.cache.default_cache_dir`.
         check_parity: compare against ``exported_program.module()``; a mismatch raises AssertionError.
         rtol, atol: override the per-dtype tolerances of the parity check.
         parity_inputs: extra input tuples to check on, beyond ``example_inputs``.
         **settings: backend settings: ``torch_tensorrt.dynamo.compile`` keywords for TensorRT,
-            ``inductor_configs={...}`` for AOTInductor. With "auto", settings meant for the backend
-            that was not chosen are ignored (and the reason says so).
+            ``inductor_configs={...}`` for AOTInductor, ``threads=`` for ONNX Runtime. With "auto",
+            settings meant for the backend that was not chosen are ignored (and the reason says so).
     """
     args = as_args(example_inputs)
     _reject_removed_settings(settings)
@@ -148,12 +151,19 @@ def lower(
     own_settings, ignored = _settings_for(chosen, settings, strict=backend != "auto")
     if ignored:
         reason += f" Settings for the other backend were ignored: {', '.join(sorted(ignored))}."
-    lowered = _LOWERINGS[chosen](exported_program, args, own_settings, Path(cache_dir or default_cache_dir()))
+    cache = Path(cache_dir or default_cache_dir())
+    if chosen == "eager":
+        lowered = _lower_eager(exported_program, args)
+    else:
+        lowered = _lower_with(REGISTRY[chosen], exported_program, args, own_settings, cache)
     lowered.reason = reason
     if check_parity and chosen != "eager":
         input_sets = [args, *(as_args(p) for p in parity_inputs or ())]
         tolerances = _tolerance_table(chosen, own_settings, rtol, atol)
-        lowered.parity = assert_parity(exported_program.module(), lowered, input_sets, tolerances=tolerances)
+        reference = exported_program.module()
+        if REGISTRY[chosen].flat_outputs:  # the runtime returns a flat list: compare the tensors in order
+            reference = flat(reference)
+        lowered.parity = assert_parity(reference, lowered, input_sets, tolerances=tolerances)
         print(f"[lower] parity: {lowered.parity}", flush=True)
     return lowered
 
@@ -175,7 +185,7 @@ def choose_backend(backend: str, device: torch.device) -> tuple[str, str]:
             f"(move the program and inputs to 'cuda' to use it); using AOTInductor on {device.type.upper()}."
         )
     gpu = torch.cuda.get_device_name(device)
-    problem = _tensorrt_import_problem()
+    problem = tensorrt_import_problem()
     if problem:
         return (
             "aoti",
@@ -205,73 +215,39 @@ def _tolerance_table(
 # --- backends -------------------------------------------------------------------------------
 
 
-def _lower_eager(ep: torch.export.ExportedProgram, args: tuple, settings: dict, cache_dir: Path) -> Lowered:
+def _lower_eager(ep: torch.export.ExportedProgram, args: tuple) -> Lowered:
     start = time.perf_counter()
     module = ep.module()
     return Lowered("eager", module, "", str(first_device(args)), time.perf_counter() - start)
 
 
-def _lower_aoti(ep: torch.export.ExportedProgram, args: tuple, settings: dict, cache_dir: Path) -> Lowered:
-    device = first_device(args)
-    _check_program_device(ep, device)
-    # Compiled with gradients off: Inductor ignores ``freezing`` otherwise. The key says so, which
-    # also retires packages cached before this was the rule.
-    key = cache_key(ep, args, "aoti", {**settings, "compiled_under": "no_grad"})
-    configs = dict(settings.get("inductor_configs") or {})
-
-    def compile_to(tmp: Path) -> None:
-        with torch.no_grad():
-            torch._inductor.aoti_compile_and_package(
-                _with_example_inputs(ep, args), package_path=str(tmp), inductor_configs=configs
-            )
-
-    def load(path: Path) -> Callable[..., Any]:
-        index = device.index if device.type == "cuda" and device.index is not None else -1
-        return torch._inductor.aoti_load_package(str(path), device_index=index)
-
-    return _build_cached("aoti", key, device, settings, cache_dir, compile_to, load)
-
-
-def _lower_tensorrt(
-    ep: torch.export.ExportedProgram, args: tuple, settings: dict, cache_dir: Path
+def _lower_with(
+    backend: Backend, ep: torch.export.ExportedProgram, args: tuple, settings: dict, cache_dir: Path
 ) -> Lowered:
+    """Compile with ``backend``'s write into the cache, or load what an earlier call wrote there."""
     device = first_device(args)
-    torch_tensorrt = _require_tensorrt(device)
+    if backend.require is not None:
+        backend.require(device)
+    elif device.type not in backend.devices:
+        raise ValueError(
+            f"{backend.title} compiles for {' or '.join(backend.devices)}, but the example inputs are on "
+            f"{device}: move the inputs, and the program with torch.export.passes.move_to_device_pass"
+        )
     _check_program_device(ep, device)
-    _check_tensorrt_settings(torch_tensorrt, settings)
-    key = cache_key(ep, args, "tensorrt", settings)
-    # Explicit torch_tensorrt.Input specs (dynamic shape ranges) win over the example tensors.
-    input_specs = settings.get("arg_inputs", settings.get("inputs"))
-    compile_kwargs = dict(settings) if input_specs is not None else {"inputs": list(args), **settings}
-
-    def compile_to(tmp: Path) -> Callable[..., Any]:
-        trt_module = torch_tensorrt.dynamo.compile(ep, **compile_kwargs)
-        try:
-            torch_tensorrt.save(
-                trt_module,
-                str(tmp),
-                output_format="exported_program",
-                arg_inputs=list(input_specs if input_specs is not None else args),
-                kwarg_inputs=settings.get("kwarg_inputs"),
-            )
-        except Exception as e:  # a module that cannot be serialized still runs; it just is not cached
-            tmp.unlink(missing_ok=True)
-            warnings.warn(
-                f"Compiled TensorRT module could not be saved, so it is not cached: {e}", stacklevel=2
-            )
-        return trt_module
-
-    def load(path: Path) -> Callable[..., Any]:
-        return torch_tensorrt.load(str(path)).module()
-
-    return _build_cached("tensorrt", key, device, settings, cache_dir, compile_to, load)
-
-
-_LOWERINGS = {"eager": _lower_eager, "aoti": _lower_aoti, "tensorrt": _lower_tensorrt}
+    key = cache_key(ep, args, backend.name, {**settings, **backend.key_extra})
+    return _build_cached(
+        backend,
+        key,
+        device,
+        settings,
+        cache_dir,
+        compile_to=lambda tmp: backend.write(ep, tmp, args, settings),
+        load=lambda path: backend.load(path, device, settings),
+    )
 
 
 def _build_cached(
-    backend: str,
+    backend: Backend,
     key: str,
     device: torch.device,
     settings: dict,
@@ -280,15 +256,15 @@ def _build_cached(
     load: Callable[[Path], Callable[..., Any]],
 ) -> Lowered:
     """Load the artifact for ``key`` if cached; otherwise compile it, write it atomically, load it."""
-    path = artifact_path(cache_dir, backend, key)
+    path = artifact_path(cache_dir, backend.name, key, "." + backend.suffix.rsplit(".", 1)[-1])
     common = {"device": str(device), "cache_key": key, "settings": settings}
     cached = _load_cached(path, load)
     if cached is not None:
         module, seconds = cached
         first = (read_metadata(path) or {}).get("compile_seconds")
-        print(f"[lower] {backend}: cache hit, loaded {path.name} in {seconds:.2f} s", flush=True)
+        print(f"[lower] {backend.name}: cache hit, loaded {path.name} in {seconds:.2f} s", flush=True)
         return Lowered(
-            backend,
+            backend.name,
             module,
             "",
             compile_seconds=seconds,
@@ -297,19 +273,28 @@ def _build_cached(
             first_compile_seconds=first,
             **common,
         )
-    print(f"[lower] {backend}: compiling with {_NAMES[backend]} on {device} (not in cache) ...", flush=True)
+    print(
+        f"[lower] {backend.name}: compiling with {backend.title} on {device} (not in cache) ...", flush=True
+    )
     start = time.perf_counter()
     with atomic_output(path) as tmp:
         module = compile_to(tmp)
     if path.exists():
         module = module or load(path)
-        write_metadata(path, {"backend": backend, "compile_seconds": time.perf_counter() - start, **common})
+        write_metadata(
+            path, {"backend": backend.name, "compile_seconds": time.perf_counter() - start, **common}
+        )
     elif module is None:
-        raise RuntimeError(f"{_NAMES[backend]} finished without writing {path}")
+        raise RuntimeError(f"{backend.title} finished without writing {path}")
     seconds = time.perf_counter() - start
-    print(f"[lower] {backend}: compiled in {seconds:.1f} s", flush=True)
+    print(f"[lower] {backend.name}: compiled in {seconds:.1f} s", flush=True)
     return Lowered(
-        backend, module, "", compile_seconds=seconds, artifact_path=path if path.exists() else None, **common
+        backend.name,
+        module,
+        "",
+        compile_seconds=seconds,
+        artifact_path=path if path.exists() else None,
+        **common,
     )
 
 
@@ -331,55 +316,6 @@ def _load_cached(path: Path, load: Callable[[Path], Any]) -> tuple[Any, float] |
 # --- checks and helpers -----------------------------------------------------------------------
 
 
-def _require_tensorrt(device: torch.device):
-    """Import torch_tensorrt for an explicit request, or explain exactly what is missing."""
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "backend='tensorrt' needs a CUDA GPU: TensorRT builds engines for NVIDIA GPUs only, and "
-            "torch.cuda.is_available() is False on this machine. Use backend='aoti' (or 'auto') here, or run "
-            f"on an NVIDIA GPU machine with `pip install torch-tensorrt=={_torch_minor()}.*`."
-        )
-    problem = _tensorrt_import_problem()
-    if problem:
-        raise ImportError(
-            f"backend='tensorrt' needs torch_tensorrt, which does not import here ({problem}). Install the "
-            f"release matching torch {torch.__version__}: `pip install torch-tensorrt=={_torch_minor()}.*` "
-            "(it brings TensorRT; a CUDA GPU and driver are required)."
-        )
-    if device.type != "cuda":
-        raise ValueError(
-            f"backend='tensorrt' needs the program and inputs on CUDA, but the inputs are on {device}. Move both: "
-            "`ep = torch.export.passes.move_to_device_pass(ep, 'cuda')` and `x = x.cuda()`."
-        )
-    import torch_tensorrt
-
-    return torch_tensorrt
-
-
-def _tensorrt_import_problem() -> str | None:
-    """None if torch_tensorrt imports, else a short description of why not."""
-    try:
-        import torch_tensorrt  # noqa: F401
-    except Exception as e:  # torch_tensorrt raises a bare Exception when the TensorRT libraries are missing
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
-def _check_tensorrt_settings(torch_tensorrt: Any, settings: Mapping[str, Any]) -> None:
-    """Reject names torch_tensorrt.dynamo.compile would swallow silently through its **kwargs."""
-    params = inspect.signature(torch_tensorrt.dynamo.compile).parameters
-    named = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD} - {
-        "exported_program"
-    }
-    unknown = sorted(set(settings) - named)
-    if unknown:
-        hints = {u: difflib.get_close_matches(u, named, n=2) for u in unknown}
-        raise TypeError(
-            f"torch_tensorrt.dynamo.compile ({torch_tensorrt.__version__}) has no parameter(s) {unknown}; "
-            f"it would ignore them silently. Close matches: {hints}"
-        )
-
-
 def _reject_removed_settings(settings: Mapping[str, Any]) -> None:
     for name, advice in _REMOVED_TRT_SETTINGS.items():
         if name in settings:
@@ -387,15 +323,21 @@ def _reject_removed_settings(settings: Mapping[str, Any]) -> None:
 
 
 def _settings_for(backend: str, settings: Mapping[str, Any], *, strict: bool) -> tuple[dict, set[str]]:
-    """Split settings into those for ``backend`` and the rest (an error unless ``backend`` came from auto)."""
-    if backend == "tensorrt":
-        own = {k: v for k, v in settings.items() if k not in _AOTI_SETTINGS}
+    """Split settings into those for ``backend`` and the rest (an error unless ``backend`` came from auto).
+
+    A backend whose compiler checks its own keywords (TensorRT: ``settings`` None) takes every setting
+    no other backend names."""
+    entry = REGISTRY.get(backend)
+    if entry is not None and entry.settings is None:
+        named_elsewhere = set().union(*(e.settings for e in REGISTRY.values() if e.settings is not None))
+        own = {k: v for k, v in settings.items() if k not in named_elsewhere}
     else:
-        accepted = _AOTI_SETTINGS if backend == "aoti" else frozenset()
+        accepted = entry.settings if entry is not None else frozenset()
         own = {k: v for k, v in settings.items() if k in accepted}
     ignored = set(settings) - set(own)
     if ignored and strict:
-        accepted_text = "inductor_configs={...}" if backend == "aoti" else "no settings"
+        accepted = sorted(entry.settings or ()) if entry is not None else []
+        accepted_text = ", ".join(f"{name}=..." for name in accepted) or "no settings"
         raise TypeError(f"backend={backend!r} does not take {sorted(ignored)}; it accepts {accepted_text}.")
     return own, ignored
 
@@ -410,22 +352,8 @@ def _check_program_device(ep: torch.export.ExportedProgram, device: torch.device
             )
 
 
-def _with_example_inputs(ep: torch.export.ExportedProgram, args: tuple) -> torch.export.ExportedProgram:
-    """A shallow copy of ``ep`` whose example_inputs are ``args`` (AOTInductor compiles for those).
-
-    The caller's program is left untouched.
-    """
-    ep = copy.copy(ep)
-    ep.example_inputs = (tuple(args), {})
-    return ep
-
-
 def _escape_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _torch_minor() -> str:
-    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
 def _display_path(path: Path) -> str:
@@ -433,3 +361,7 @@ def _display_path(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(path)
+
+
+def _title(backend: str) -> str:
+    return _EAGER_NAME if backend == "eager" else REGISTRY[backend].title

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -68,3 +70,23 @@ class OnnxRuntimeProgram:
             for name, tensor in zip(self.input_names, tensors, strict=True)
         }
         return [torch.from_numpy(np.asarray(output)) for output in self.session.run(None, feed)]
+
+
+def write_onnx(
+    program: torch.export.ExportedProgram, path: Path, args: Any = None, settings: Any = None
+) -> None:
+    """``torch.onnx.export(program, dynamo=True)``, saved to ``path`` (the backend registry's write)."""
+    torch.onnx.export(program, dynamo=True, verbose=False).save(str(path))
+
+
+def load_onnx(
+    path: Path, device: Any = None, settings: Mapping[str, Any] | None = None
+) -> OnnxRuntimeProgram:
+    """The file in an ONNX Runtime CPU session with ``settings["threads"]`` threads (default: torch's)."""
+    return OnnxRuntimeProgram(path, threads=(settings or {}).get("threads") or torch.get_num_threads())
+
+
+def onnx_tie(path: Path, loaded: Any = None) -> str:
+    """The default-domain opset and the IR version the file needs its runtime to support."""
+    ir_version = onnx.load(str(path), load_external_data=False).ir_version
+    return f"opset {opsets(path)['ai.onnx']}, IR version {ir_version}: a runtime that supports both"

@@ -21,6 +21,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import catalog
+from ..backends.aoti import write_package
 from ..backends.refusals import outcome, probe, run_here, transposed_view
 from ..checked_program import TensorContract, input_contract
 from .report import Finding
@@ -46,11 +47,9 @@ def check_aoti(session: Session, program: torch.export.ExportedProgram, args: tu
             record.detail = "not tried, the program failed on the example"
             return
         folder = Path(tempfile.mkdtemp(prefix="doctor-aoti-"))
+        package = folder / "p.pt2"
         try:
-            with torch.no_grad():
-                package = torch._inductor.aoti_compile_and_package(
-                    program, package_path=str(folder / "p.pt2")
-                )
+            write_package(program, package)  # the registry's AOTInductor write, as lower() compiles
         except Exception as error:  # every compile error is reported, classified or not
             record.outcome = "failed"
             session.add(session.classified(error, "aoti", STEP, "compiling the package:"))
