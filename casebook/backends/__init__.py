@@ -1,4 +1,5 @@
-"""Backends an ExportedProgram can be lowered to (AOTInductor, TensorRT), with parity and caching."""
+"""Backends an ExportedProgram can be lowered to, with parity and caching (`lower`); each is one record
+of `registry`: AOTInductor, TensorRT, ExecuTorch, ONNX Runtime."""
 
 from .lowering import Lowered, choose_backend, lower
 from .trt_coverage import (
