@@ -1,9 +1,11 @@
 """Parity with eager: outputs compared leaf by leaf, structure included."""
 
+import copy
+
 import pytest
 import torch
 
-from casebook.parity import assert_parity, compare_outputs
+from casebook.parity import assert_mutation_parity, assert_parity, compare_outputs
 
 
 def test_parity_passes_for_an_exported_program():
@@ -31,3 +33,57 @@ def test_parity_compares_non_tensor_leaves():
 def test_parity_needs_inputs():
     with pytest.raises(ValueError, match="at least one input"):
         assert_parity(torch.nn.Identity(), torch.nn.Identity(), [])
+
+
+class CountingBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x * self.count
+
+
+class WritesInput(torch.nn.Module):
+    def forward(self, x):
+        x[:, 0] = 0.0
+        return x * 2
+
+
+class CopiesInput(torch.nn.Module):
+    def forward(self, x):
+        x = x.clone()
+        x[:, 0] = 0.0
+        return x * 2
+
+
+def _export(model, *args):
+    return torch.export.export(model, args)
+
+
+def test_assert_mutation_parity_checks_buffers_over_several_calls():
+    model = CountingBuffer()
+    reference = copy.deepcopy(model)
+    candidate = _export(model, torch.ones(3)).run_decompositions().module()
+    result = assert_mutation_parity(reference, candidate, [torch.ones(3), torch.arange(3.0)], state=["count"])
+    assert result.inputs_checked == 2
+    assert reference.count.item() == candidate.count.item() == 2
+
+
+def test_assert_mutation_parity_catches_a_missing_input_write():
+    with pytest.raises(AssertionError, match="differs"):
+        assert_mutation_parity(WritesInput(), CopiesInput(), [torch.ones(2, 3)])
+
+
+def test_assert_mutation_parity_catches_diverging_state():
+    reference = CountingBuffer()
+    candidate = CountingBuffer()
+    candidate.count.fill_(5)
+    with pytest.raises(AssertionError):
+        assert_mutation_parity(reference, candidate, [torch.ones(3)], state=["count"])
+
+
+def test_assert_mutation_parity_needs_inputs():
+    with pytest.raises(ValueError, match="at least one input"):
+        assert_mutation_parity(WritesInput(), WritesInput(), [])

@@ -14,7 +14,7 @@ int, over a canvas as large as the largest detection. Pixels of the canvas that 
 detection's own output are masked, so the result does not depend on the other detections. The
 keypoint canvas is bounded by the image size, which ``RoIHeads.forward`` records for the decoder
 (:func:`roi_heads_forward_knowing_image_size`): exported, its sizes then have an upper bound.
-:mod:`casebook.patches.torchvision` registers them as patches; ``tests/test_torchvision_heads.py``
+:mod:`casebook.patches.torchvision` registers them as patches; ``tests/test_patches_torchvision_heads.py``
 compares them with torchvision's loops, including zero detections and boxes that leave the image.
 """
 

@@ -1,13 +1,75 @@
-"""Unbacked symbols: runtime asserts (casebook.introspect), the shape log (casebook.logs), synthetic detections."""
+"""casebook.logs: explain rows, the captured graph_breaks log, the shape log and the guards added."""
 
 import logging
+import sys
 
 import torch
 import torch.fx.experimental._config as shape_config
 
-from casebook.introspect import runtime_asserts
-from casebook.logs import SHAPE_LOGGER, shape_log
-from casebook.models.synthetic import random_detections
+from casebook.logs import SHAPE_LOGGER, GraphBreakLog, explain_graph_breaks, graph_break_log, shape_log
+
+
+def breaks_on_branch(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
+
+
+def no_break(x):
+    return (x * 2).relu()
+
+
+def test_explain_graph_breaks_counts_a_data_dependent_branch():
+    torch._dynamo.reset()
+    row = explain_graph_breaks(breaks_on_branch, torch.ones(3))
+    assert row["graph breaks"] == 1 and row["graphs"] >= 2
+    assert row["break reasons"]
+
+
+def test_explain_graph_breaks_reports_a_clean_function():
+    torch._dynamo.reset()
+    assert explain_graph_breaks(no_break, torch.ones(3)) == {
+        "graphs": 1,
+        "graph breaks": 0,
+        "break reasons": "",
+    }
+
+
+def test_graph_break_log_captures_and_resets():
+    torch._dynamo.reset()
+    with graph_break_log() as log:
+        torch.compile(breaks_on_branch, backend="eager")(torch.ones(3))
+    assert log.breaks == 1
+    assert "Data-dependent branching" in log.summary()
+    assert all("[__graph_breaks]" not in line for line in log.lines)
+    assert not torch._logging._internal.log_state.is_artifact_enabled("graph_breaks")
+
+
+def test_graph_break_log_passes_other_stderr_through(capsys):
+    with graph_break_log() as log:
+        print("not a log line", file=sys.stderr)
+    assert log.lines == []
+    assert "not a log line" in capsys.readouterr().err
+
+
+def test_summary_keeps_header_reason_and_explanation_only():
+    log = GraphBreakLog(
+        [
+            "Graph break in user code at f.py:3",
+            "Graph Break Reason: Data-dependent branching",
+            "  Explanation: Detected data-dependent branching.",
+            "  Hint: Use `torch.cond`.",
+            "",
+            "User code traceback:",
+        ]
+    )
+    assert log.breaks == 1
+    assert log.summary().splitlines() == [
+        "Graph break in user code at f.py:3",
+        "Graph Break Reason: Data-dependent branching",
+        "  Explanation: Detected data-dependent branching.",
+    ]
 
 
 class FirstRows(torch.nn.Module):
@@ -18,18 +80,6 @@ class FirstRows(torch.nn.Module):
 class Steps(torch.nn.Module):
     def forward(self, x):
         return torch.linspace(0.0, 1.0, x.shape[0])  # `steps` is an int: specialises x.shape[0]
-
-
-def test_runtime_asserts_lists_the_assert_scalar_messages():
-    program = torch.export.export(FirstRows(), (torch.randn(6, 4), torch.tensor(3)))
-    asserts = runtime_asserts(program)
-    assert any("u0 >= 0" in line for line in asserts)
-    assert any("u0 <= 6" in line for line in asserts)
-
-
-def test_runtime_asserts_is_empty_without_data_dependence():
-    program = torch.export.export(torch.nn.Linear(3, 2), (torch.randn(2, 3),))
-    assert runtime_asserts(program) == []
 
 
 def test_shape_log_collects_instead_of_printing_and_restores_the_logger(capfd):
@@ -53,17 +103,6 @@ def test_user_frames_point_at_the_line_that_added_a_guard():
     frames = log.user_frames(guard)
     assert frames and __file__ in frames[-1] and "torch.linspace" in frames[-1]
     assert all("site-packages" not in frame for frame in frames)
-
-
-def test_random_detections_are_valid_reproducible_boxes():
-    boxes, scores, labels = random_detections(50, num_classes=4, score_range=(0.2, 0.3), seed=7)
-    assert boxes.shape == (50, 4) and scores.shape == (50,) and labels.shape == (50,)
-    assert boxes.dtype == torch.float32 and labels.dtype == torch.int64
-    assert (boxes[:, 2] > boxes[:, 0]).all() and (boxes[:, 3] > boxes[:, 1]).all() and (boxes >= 0).all()
-    assert ((scores >= 0.2) & (scores <= 0.3)).all()
-    assert set(labels.tolist()) <= {0, 1, 2, 3}
-    again = random_detections(50, num_classes=4, score_range=(0.2, 0.3), seed=7)
-    assert all(torch.equal(a, b) for a, b in zip((boxes, scores, labels), again, strict=True))
 
 
 def test_guards_added_collects_guard_lines_and_prints_nothing(capsys):

@@ -1,12 +1,9 @@
-"""The book's Sphinx extensions: relative paths in outputs, each script loaded once."""
+"""casebook.sphinx_outputs: build-machine paths in outputs become relative."""
 
 import sys
 import sysconfig
 from pathlib import Path
 
-from sphinx.builders.html._assets import _JavaScript
-
-from casebook.sphinx_assets import unique_scripts
 from casebook.sphinx_outputs import path_replacements, relative_paths
 
 
@@ -41,15 +38,3 @@ def test_the_most_specific_prefix_wins():
 
 def test_text_without_paths_is_unchanged():
     assert relative_paths("parity OK on 3 inputs", path_replacements(Path("/x"))) == "parity OK on 3 inputs"
-
-
-def test_inline_scripts_added_twice_are_kept_once():
-    config = 'const THEBE_JS_URL = "x"'
-    scripts = [
-        _JavaScript("_static/a.js"),
-        _JavaScript(None, body=config),
-        _JavaScript("", body=config),  # the same script, added by a second setup with "" for "no file"
-        _JavaScript("_static/a.js", **{"async": "async"}),  # different attributes: a different tag
-    ]
-    kept = unique_scripts(scripts)
-    assert kept == [scripts[0], scripts[1], scripts[3]]
