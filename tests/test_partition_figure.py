@@ -1,4 +1,4 @@
-"""casebook.backends.partition_figure: labels of delegated and host blocks, and boxes that fit."""
+"""casebook.backends.partition_figure: strips of blocks that fit the column, with notes and a legend."""
 
 import matplotlib
 
@@ -6,16 +6,9 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from casebook.backends.partition_figure import Segment, draw_partitions, shorten  # noqa: E402
+from casebook.backends.partition import Segment  # noqa: E402
+from casebook.backends.partition_figure import draw_partitions  # noqa: E402
 from casebook.figures import COLUMN_WIDTH_IN, MIN_FONT_PX, smallest_font_px  # noqa: E402
-
-
-def test_a_host_block_names_a_repeated_operator_once_with_its_count():
-    block = Segment("portable", 0, 19, ("_to_dim_order_copy",) * 18 + ("sym_size",))
-    assert shorten(list(block.nodes)) == "_to_dim_order_copy ×18, sym_size"
-    assert block.label == "ExecuTorch\n19 nodes"  # too long for the box: counted, named in the note
-    assert Segment("portable", 1, 1, ("view_copy",)).label == "ExecuTorch\nview_copy"
-    assert Segment("xnnpack", 2, 213).label == "XNNPACK\n213 ops"
 
 
 def test_a_name_too_wide_for_its_box_is_counted_and_named_in_the_note():

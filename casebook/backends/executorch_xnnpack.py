@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .partition_figure import Segment
+from .partition import Segment
 
 
 @contextlib.contextmanager

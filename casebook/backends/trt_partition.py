@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .partition_figure import Segment, draw_partitions, shorten
+from .partition import Segment, shorten
+from .partition_figure import draw_partitions
 from .trt_coverage import CoverageReport
 
 REAL_ANALYSIS = "tensorrt"
