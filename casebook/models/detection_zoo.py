@@ -18,36 +18,30 @@ import time
 from dataclasses import dataclass
 
 import torch
-from torch.export import Dim
 
 from ..checked_program import CheckedProgram, input_contract
 from ..introspect import symbol_range
 from ..patches.torchvision import export_patches
 from .images import load_image
 from .random_weights import DETECTORS as DETECTORS  # the zoo's builders: pages read zoo.DETECTORS
-from .random_weights import check_detector_name, random_detector
-
-EXAMPLE_SIZES: dict[str, tuple[int, int]] = {
-    "ssd300_vgg16": (304, 288),  # SSD300's extra layers need about 300 pixels a side
-    "ssdlite320_mobilenet_v3_large": (320, 288),
-}
-"""(height, width) of the export example where the default does not fit; not square, on purpose."""
-
-DEFAULT_EXAMPLE_SIZE = (320, 256)
+from .random_weights import check_detector_name
+from .records import record
 
 
 def example_size(name: str) -> tuple[int, int]:
     """The (height, width) a detector is exported and compared at."""
     check_detector_name(name)
-    return EXAMPLE_SIZES.get(name, DEFAULT_EXAMPLE_SIZE)
+    return record(name).example_size
 
 
 def build_detector(name: str, seed: int = 0) -> torch.nn.Module:
-    """`random_detector(name, seed)` (random weights, the backbone's BatchNorm statistics re-estimated
-    on the calibration photos where it has BatchNorm), resize off, warmed up. Takes images at their
+    """The model's record builds it (`casebook.models.records`: random weights, the backbone's
+    BatchNorm statistics re-estimated on the calibration photos where it has BatchNorm); here its
+    resize is switched off and it is warmed up. Takes images at their
     own size; its boxes are in that image's coordinates.
     """
-    model = random_detector(name, seed)  # checks the name
+    check_detector_name(name)
+    model = record(name).build(seed)
     model.transform._skip_resize = True
     eager(model, example_image(name))  # caches the RoI pooler's scales, which would pin H and W
     return model
@@ -74,12 +68,15 @@ class ExportRun:
     strict: bool
 
 
-def export_detector(model: torch.nn.Module, image: torch.Tensor, *, dynamic: bool, strict: bool) -> ExportRun:
-    """Export under every patch; ``dynamic`` makes height and width ``Dim.AUTO``."""
-    shapes = ([{1: Dim.AUTO, 2: Dim.AUTO}],) if dynamic else None
+def export_detector(
+    name: str, model: torch.nn.Module, image: torch.Tensor, *, dynamic: bool, strict: bool
+) -> ExportRun:
+    """Export under every patch, with the record's export arguments (``dynamic``: height and width
+    ``Dim.AUTO``)."""
+    arguments = record(name).export_arguments(dynamic)
     start = time.perf_counter()
     with export_patches():
-        program = torch.export.export(model, ([image],), dynamic_shapes=shapes, strict=strict)
+        program = torch.export.export(model, ([image],), strict=strict, **arguments)
     return ExportRun(program, time.perf_counter() - start, dynamic, strict)
 
 

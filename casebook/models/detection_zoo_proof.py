@@ -25,6 +25,7 @@ from .detection_zoo import (
 )
 from .detector_inputs import bad_input_outcomes
 from .images import load_image
+from .records import record
 
 
 def parity_images(name: str, low: int, high: int | None) -> list[tuple[str, torch.Tensor]]:
@@ -60,8 +61,9 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
 
     Exports: static and ``Dim.AUTO`` dynamic (non-strict), and dynamic strict. The range comes
     from the dynamic program (:func:`size_range`); the strict one must derive the same. Parity
-    (:func:`casebook.detection_parity.exact_differences`): the dynamic program on the three :func:`parity_images`, the static one on
-    the example, the strict one on the last image. Where no image gives zero detections, the model
+    (:func:`casebook.detection_parity.exact_differences`, with the model record's tolerances): the
+    dynamic program on the three :func:`parity_images`, the static one on the example, the strict
+    one on the last image. Where no image gives zero detections, the model
     with a score threshold of 1.0 (no score exceeds it) is exported statically and compared on the
     example: every output must come back empty, with its shape. Then the eight bad inputs of
     :mod:`casebook.models.detector_inputs`, three ways each. The static program is saved to
@@ -70,9 +72,10 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
     """
     model = build_detector(name)
     example = example_image(name)
-    static = export_detector(model, example, dynamic=False, strict=False)
-    dynamic = export_detector(model, example, dynamic=True, strict=False)
-    strict = export_detector(model, example, dynamic=True, strict=True)
+    tolerances = record(name).tolerances  # outputs a patch computes with other arithmetic
+    static = export_detector(name, model, example, dynamic=False, strict=False)
+    dynamic = export_detector(name, model, example, dynamic=True, strict=False)
+    strict = export_detector(name, model, example, dynamic=True, strict=True)
     low, high = size_range(dynamic.program)["H"]
     assert size_range(dynamic.program)["W"] == (low, high), f"{name}: height and width ranges differ"
     assert size_range(strict.program)["H"] == (low, high), f"{name}: strict export derived another range"
@@ -82,24 +85,26 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
     detections, reordered, cut, worst, expected = [], 0, 0, {}, []
     for _, image in images:
         expected.append(eager(model, image))
-        differences = exact_differences(expected[-1], dynamic_module([image])[0])
+        differences = exact_differences(expected[-1], dynamic_module([image])[0], tolerances)
         reordered += differences.pop("reordered ties")
         cut += differences.pop("tied at the cut")
         for key, value in differences.items():
             worst[key] = max(worst.get(key, 0.0), value)
         detections.append(len(expected[-1]["scores"]))
-    exact_differences(expected[1], static.program.module()([example])[0])  # images[1] is the example
-    exact_differences(expected[2], strict.program.module()([images[2][1]])[0])
+    exact_differences(
+        expected[1], static.program.module()([example])[0], tolerances
+    )  # images[1] is the example
+    exact_differences(expected[2], strict.program.module()([images[2][1]])[0], tolerances)
 
     if 0 in detections:
         empty = f"image {detections.index(0) + 1}"
     else:
         owner = _score_threshold_owner(model)
         owner.score_thresh = 1.0
-        nothing_kept = export_detector(model, example, dynamic=False, strict=False).program
+        nothing_kept = export_detector(name, model, example, dynamic=False, strict=False).program
         empty_expected = eager(model, example)
         empty_actual = nothing_kept.module()([example])[0]
-        exact_differences(empty_expected, empty_actual)
+        exact_differences(empty_expected, empty_actual, tolerances)
         assert all(value.shape[0] == 0 for value in empty_actual.values()), f"{name}: not empty"
         empty = "threshold 1.0"
 

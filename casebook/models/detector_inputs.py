@@ -15,6 +15,7 @@ from ..expected_errors import expect_error
 from ..patches.torchvision import export_patches
 from .detection_zoo import checked_detector
 from .images import load_image
+from .records import record
 
 
 def bad_inputs(name: str, low: int) -> dict[str, list[torch.Tensor]]:
@@ -85,15 +86,8 @@ EXPECTED: dict[str, tuple] = {  # case: (eager, exported program, CheckedProgram
     ),
 }
 """Each case: what (eager, the exported program, its CheckedProgram) do, as ``RUNS`` or
-(exception type, message pattern). The same for every torchvision detector but for `EXCEPTIONS`."""
-
-EXCEPTIONS: dict[tuple[str, str], tuple] = {
-    # SSD300's eager model fails one pixel below its range too, in a convolution.
-    ("ssd300_vgg16", "one pixel below the range"): (
-        (RuntimeError, "Kernel size can't be greater than actual input size"),
-        *EXPECTED["one pixel below the range"][1:],
-    ),
-}
+(exception type, message pattern). The same for every torchvision detector, except where a model's
+record says its eager model raises otherwise (``bad_input_exceptions`` in `casebook.models.records`)."""
 
 
 def outcome(call, images: list[torch.Tensor], expected) -> str:
@@ -117,6 +111,7 @@ def bad_input_outcomes(
     calls = (model, program.module(), checked_detector(program))
     found = {}
     for case, images in bad_inputs(name, low).items():
-        expected = EXCEPTIONS.get((name, case), EXPECTED[case])
+        eager_raises = record(name).bad_input_exceptions.get(case)
+        expected = EXPECTED[case] if eager_raises is None else (eager_raises, *EXPECTED[case][1:])
         found[case] = tuple(outcome(call, images, want) for call, want in zip(calls, expected, strict=True))
     return found

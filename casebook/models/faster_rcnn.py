@@ -17,16 +17,17 @@ from torch.export import Dim
 
 from ..patches.torchvision import export_patches
 from .images import load_image
-from .random_weights import random_detector
+from .records import record
 
 MIN_SIDE, MAX_SIDE = 65, 1024
 """The exported range of height and width: below 65 the top FPN level would be one pixel high."""
 
 
 def calibrated_model(seed: int = 0) -> torch.nn.Module:
-    """The case study's model: Faster R-CNN (MobileNetV3-FPN) as `random_detector` makes it (random
-    weights, BatchNorm statistics re-estimated on the calibration photos, eval mode)."""
-    return random_detector("fasterrcnn_mobilenet_v3_large_fpn", seed)
+    """The case study's model: Faster R-CNN (MobileNetV3-FPN) as its record builds it
+    (`casebook.models.records`: random weights, BatchNorm statistics re-estimated on the calibration
+    photos, eval mode)."""
+    return record("fasterrcnn_mobilenet_v3_large_fpn").build(seed)
 
 
 @dataclass

@@ -1,0 +1,116 @@
+"""The book's models, one record each (`MODELS`), and what differs from one to another in one table.
+
+Every record offers the same small interface: ``build(seed)`` (random weights, made to respond to
+its input), ``example_inputs()`` and ``export_arguments(dynamic)``. What differs between models of
+one family (an example size, a tolerance, an input the eager model refuses in its own way, how its
+random weights were calibrated) is written once, in `PARAMS`, over the family's defaults, the way
+torchvision's tests keep ``_model_params``. The detection zoo, the Faster R-CNN case study's model,
+the shipping pages' classifier and the doctor's page build their models here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from ..detection_parity import TOLERANCES
+from .classifiers import IMAGE_SIZE, mobilenet_v3_small_calibrated, photo_batch
+from .images import load_image
+from .random_weights import DETECTORS, random_detector
+
+DETECTOR_DEFAULTS: Mapping[str, Any] = {
+    "example_size": (320, 256),  # (height, width): not square, on purpose
+    "tolerances": {},
+    "bad_input_exceptions": {},
+    "calibration": "BatchNorm statistics re-estimated on the four calibration photos at 256 x 256",
+}
+"""What every torchvision detector of the book has unless `PARAMS` says otherwise."""
+
+PARAMS: Mapping[str, Mapping[str, Any]] = {
+    "ssd300_vgg16": {
+        "example_size": (304, 288),  # SSD300's extra layers need about 300 pixels a side
+        # Its eager model fails one pixel below its range too, in a convolution.
+        "bad_input_exceptions": {
+            "one pixel below the range": (RuntimeError, "Kernel size can't be greater than actual input size")
+        },
+        "calibration": "none: SSD300's VGG has no BatchNorm",
+    },
+    "ssdlite320_mobilenet_v3_large": {"example_size": (320, 288)},
+    # Outputs the RoI-head patches compute with other arithmetic than eager (detection_parity.TOLERANCES)
+    "maskrcnn_resnet50_fpn": {"tolerances": {"masks": TOLERANCES["masks"]}},
+    "maskrcnn_resnet50_fpn_v2": {"tolerances": {"masks": TOLERANCES["masks"]}},
+    "keypointrcnn_resnet50_fpn": {"tolerances": {"keypoints_scores": TOLERANCES["keypoints_scores"]}},
+}
+"""Per model, where it differs from its family's defaults."""
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """One model of the book: how to build it, its example inputs and export arguments, its settings."""
+
+    name: str
+    family: str
+    example_size: tuple[int, int]  # (height, width) of the example image
+    calibration: str  # how its random weights were made to respond to their input
+    # per output: (rtol, atol) where the exported program may differ from eager (empty: identical)
+    tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # per bad input: what eager raises where it differs from the family's expectation (detector_inputs)
+    bad_input_exceptions: Mapping[str, tuple] = field(default_factory=dict)
+    _build: Callable[[int], torch.nn.Module] = field(repr=False, default=None)
+    _example_inputs: Callable[[], tuple] = field(repr=False, default=None)
+    _dynamic_shapes: Any = field(repr=False, default=None)
+
+    def build(self, seed: int = 0) -> torch.nn.Module:
+        """The model with random weights drawn after ``torch.manual_seed(seed)``, calibrated, in eval mode."""
+        return self._build(seed)
+
+    def example_inputs(self) -> tuple:
+        """The positional arguments it is exported and checked with."""
+        return self._example_inputs()
+
+    def export_arguments(self, dynamic: bool = False) -> dict[str, Any]:
+        """``torch.export.export`` keywords besides the model and inputs: ``dynamic_shapes`` when
+        ``dynamic``, else none (a static program)."""
+        return {"dynamic_shapes": self._dynamic_shapes} if dynamic else {}
+
+
+def _detector(name: str) -> ModelRecord:
+    settings = {**DETECTOR_DEFAULTS, **PARAMS.get(name, {})}
+    height, width = settings["example_size"]
+    return ModelRecord(
+        name,
+        "torchvision detector",
+        (height, width),
+        settings["calibration"],
+        settings["tolerances"],
+        settings["bad_input_exceptions"],
+        _build=lambda seed: random_detector(name, seed),
+        _example_inputs=lambda: ([load_image("astronaut", (height, width))],),
+        # a list of one image: its height and width, as large as export can prove
+        _dynamic_shapes=([{1: Dim.AUTO, 2: Dim.AUTO}],),
+    )
+
+
+MODELS: Mapping[str, ModelRecord] = {
+    **{name: _detector(name) for name in DETECTORS},
+    "mobilenet_v3_small": ModelRecord(
+        "mobilenet_v3_small",
+        "torchvision classifier",
+        (IMAGE_SIZE, IMAGE_SIZE),
+        "BatchNorm statistics re-estimated on the four calibration photos at 224 x 224",
+        _build=mobilenet_v3_small_calibrated,
+        _example_inputs=lambda: (photo_batch(),),
+        _dynamic_shapes=({0: Dim("batch", max=64)},),
+    ),
+}
+
+
+def record(name: str) -> ModelRecord:
+    """The record of ``name``; a clear error listing the models for an unknown name."""
+    if name not in MODELS:
+        raise ValueError(f"no model {name!r} in the book's records; the models are: {', '.join(MODELS)}")
+    return MODELS[name]
