@@ -2,6 +2,7 @@
 signature and in-place writes."""
 
 import torch
+from mutating_modules import CountingBuffer, WritesInput
 from torch import nn
 from torch.export import Dim
 
@@ -54,16 +55,6 @@ def test_runtime_asserts_is_empty_without_data_dependence():
     assert runtime_asserts(program) == []
 
 
-class CountingBuffer(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("count", torch.zeros(()))
-
-    def forward(self, x):
-        self.count.add_(1)
-        return x * self.count
-
-
 class WritesConstant(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -72,12 +63,6 @@ class WritesConstant(torch.nn.Module):
     def forward(self, x):
         self.ids[:, 0] = 7
         return x + self.ids
-
-
-class WritesInput(torch.nn.Module):
-    def forward(self, x):
-        x[:, 0] = 0.0
-        return x * 2
 
 
 class CopyThenMutate(torch.nn.Module):

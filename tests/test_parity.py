@@ -4,6 +4,7 @@ import copy
 
 import pytest
 import torch
+from mutating_modules import CountingBuffer, WritesInput
 
 from casebook.parity import assert_mutation_parity, assert_parity, compare_outputs
 
@@ -33,22 +34,6 @@ def test_parity_compares_non_tensor_leaves():
 def test_parity_needs_inputs():
     with pytest.raises(ValueError, match="at least one input"):
         assert_parity(torch.nn.Identity(), torch.nn.Identity(), [])
-
-
-class CountingBuffer(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("count", torch.zeros(()))
-
-    def forward(self, x):
-        self.count.add_(1)
-        return x * self.count
-
-
-class WritesInput(torch.nn.Module):
-    def forward(self, x):
-        x[:, 0] = 0.0
-        return x * 2
 
 
 class CopiesInput(torch.nn.Module):
