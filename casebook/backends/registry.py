@@ -171,10 +171,3 @@ def flat(fn: Callable[..., Any]) -> Callable[..., list[torch.Tensor]]:
         return pytree.tree_leaves(fn(*args))
 
     return run
-
-
-def backend(name: str) -> Backend:
-    """The record of ``name``; a clear error naming the others for an unknown one."""
-    if name not in BACKENDS:
-        raise ValueError(f"no backend {name!r}; the backends are {', '.join(BACKENDS)}")
-    return BACKENDS[name]

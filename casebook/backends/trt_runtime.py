@@ -15,8 +15,6 @@ from typing import Any
 
 import torch
 
-from ..inputs import first_device
-
 
 def write_trt(
     program: torch.export.ExportedProgram, path: Path, args: tuple, settings: Mapping[str, Any]
@@ -25,9 +23,11 @@ def write_trt(
 
     Explicit ``torch_tensorrt.Input`` specs in the settings (``arg_inputs`` or ``inputs``, dynamic
     shape ranges) win over the example tensors. A module that cannot be saved still runs: the file
-    is then not written (so not cached), with a warning.
+    is then not written (so not cached), with a warning. `lower` has already called the record's
+    ``require`` (`require_tensorrt`), so the import is known to work.
     """
-    torch_tensorrt = require_tensorrt(first_device(args))
+    import torch_tensorrt
+
     check_tensorrt_settings(torch_tensorrt, settings)
     input_specs = settings.get("arg_inputs", settings.get("inputs"))
     compile_kwargs = dict(settings) if input_specs is not None else {"inputs": list(args), **settings}
