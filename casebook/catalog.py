@@ -922,7 +922,7 @@ ENTRIES: tuple[Entry, ...] = (
         "and that one takes no dynamic shapes. Moving an operator to PyTorch can put a cast there",
         fix="move fewer operators to PyTorch (only those the build refused), or add "
         "`torch.ops.aten._to_copy.default` to `torch_executed_ops`",
-        page="case_studies/torchvision_detection_zoo",
+        page="case_studies/detection_zoo_tensorrt",
     ),
     Entry(
         id="tensorrt-made-up-profile",

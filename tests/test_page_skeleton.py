@@ -13,8 +13,12 @@ from booklayout import outside_fences, page_source, toc_pages
 
 # Tours show how something works; they reproduce no failure.
 TOURS = {"notebooks/export_ir_tour", "notebooks/exported_program_to_engine"}
+# Surveys take many models through the fixes their sibling pages reproduce, read and make: they prove.
+SURVEYS = {"case_studies/torchvision_detection_zoo": ("case_studies/detection_zoo_patches",)}
 SKELETON_PAGES = [
-    page for page in toc_pages() if page.startswith(("notebooks/", "case_studies/")) and page not in TOURS
+    page
+    for page in toc_pages()
+    if page.startswith(("notebooks/", "case_studies/")) and page not in TOURS and page not in SURVEYS
 ]
 MARKS = ("✓", "✗")
 
@@ -69,3 +73,15 @@ def test_tours_and_shipping_pages_end_with_takeaways_too():
     for page in [*TOURS, *SHIPPING_PAGES]:
         level_two = [title for level, title in headings(page) if level == 2]
         assert level_two[-1] == "What to take away", page
+
+
+@pytest.mark.parametrize("page", sorted(SURVEYS))
+def test_a_survey_proves_ends_with_takeaways_and_links_the_pages_with_its_failures(page):
+    titles = [title for _, title in headings(page)]
+    assert first_index(titles, lambda t: t.startswith("Prove")) is not None, f"{page} lacks a 'Prove' heading"
+    level_two = [title for level, title in headings(page) if level == 2]
+    assert level_two[-1] == "What to take away", f"{page} must end with '## What to take away'"
+    source = page_source(page).read_text(encoding="utf-8")
+    for sibling in SURVEYS[page]:
+        assert sibling in toc_pages() and sibling in SKELETON_PAGES, sibling
+        assert f"{{doc}}`{sibling.rsplit('/', 1)[-1]}" in source, f"{page} does not link {sibling}"

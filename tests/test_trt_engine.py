@@ -310,7 +310,9 @@ def test_a_build_counts_its_refusals_by_catalog_entry_and_the_ops_in_its_engines
     build = trt_engine.EngineBuild(
         blocks=(
             block("_run_on_acc_0", "built", {"conv": 6}),
-            block("_run_on_gpu_1", "pytorch", {"nms": 1}),
+            block(
+                "_run_on_gpu_1", "pytorch", {"torch.ops.torchvision.nms.default": 1, "_operator.getitem": 2}
+            ),
             block("_run_on_acc_2", "failed", {"nonzero": 1, "gt": 2}, "NotImplementedError", nonzero),
             block("_run_on_acc_4", "failed", {"add": 1}, "NotImplementedError", nonzero),
             block("_run_on_acc_6", "failed", {"mul": 1}, "RuntimeError", "something new"),
@@ -323,7 +325,8 @@ def test_a_build_counts_its_refusals_by_catalog_entry_and_the_ops_in_its_engines
         engine_dir=tmp_path,
     )
     assert build.refusals() == {"not in the catalog": 1, "tensorrt-rtx-nonzero": 2}
-    assert build.ops_in_engines == 6 / 12
+    assert build.ops_in_engines == 6 / 14
+    assert build.ops_in_pytorch() == {"nms": 1, "getitem": 2, "nonzero": 1, "gt": 2, "add": 1, "mul": 1}
 
 
 def test_a_worker_past_its_time_is_stopped_and_the_next_build_gets_a_fresh_one(small_program, tmp_path):

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -270,6 +271,17 @@ class EngineBuild:
         in PyTorch)."""
         total = sum(b.op_count for b in self.blocks)
         return sum(b.op_count for b in self.engines) / total if total else 0.0
+
+    def ops_in_pytorch(self) -> Counter[str]:
+        """How many of each operator run in PyTorch (the PyTorch blocks and the failed blocks), by short
+        name: 'torch.ops.torchvision.nms.default' counts as 'nms', '_operator.getitem' as 'getitem'."""
+        counts: Counter[str] = Counter()
+        for block in self.blocks:
+            if block.status != "built":
+                for op, count in block.ops.items():
+                    parts = op.split(".")
+                    counts[parts[-2] if op.startswith("torch.ops.") else parts[-1]] += count
+        return counts
 
     def refusals(self) -> dict[str, int]:
         """How many failed blocks each catalog entry explains, by entry id (`casebook.catalog`);

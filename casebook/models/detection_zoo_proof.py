@@ -1,12 +1,16 @@
 """The detection zoo page's proof for one builder: three exports, parity with eager, bad inputs.
 
 :func:`export_and_compare` is what the page runs for every builder, two builders at a time in
-processes of their own (:func:`start_export_process` sets each one up), so everything it returns
-is plain data and the programs go to disk.
+processes of their own (:func:`start_proofs` starts them all at once, :func:`start_export_process`
+sets each process up), so everything it returns is plain data and the programs go to disk.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from .detection_zoo import (
 )
 from .detector_inputs import bad_input_outcomes
 from .images import load_image
+from .random_weights import check_detector_name
 from .records import record
 
 
@@ -130,3 +135,70 @@ def start_export_process() -> None:
     one thread each, so they do not compete for the cores, and the notebook's known noise hidden."""
     torch.set_num_threads(1)
     hide_noise()
+
+
+class ProofPool:
+    """Builders' proofs running in worker processes, collected by name (see :func:`start_proofs`)."""
+
+    def __init__(self, pool: ProcessPoolExecutor, queued: dict[str, Future]):
+        self._pool, self._queued = pool, queued
+        self.results: dict[str, ZooResult] = {}
+
+    def wait(self, *names: str) -> None:
+        """Wait for these builders' proofs; print a line as each one is done, and the seconds waited.
+
+        A proof that failed raises its exception here."""
+        missing = [name for name in names if name not in self._queued]
+        if not names or missing:
+            raise ValueError(
+                f"wait for builders that were started: got {list(names) or 'none'}; "
+                f"started: {', '.join(self._queued)}"
+            )
+        start = time.perf_counter()
+        running = {self._queued[name]: name for name in names}
+        for future in as_completed(running):
+            self.results[running[future]] = future.result()
+            print(
+                f"[{len(self.results):2}/{len(self._queued)}] {running[future]}: exported and compared",
+                flush=True,
+            )
+        print(f"{len(names)} builder(s) in {time.perf_counter() - start:.0f} s")
+
+    def close(self) -> None:
+        """Stop the worker processes (after :meth:`wait`; proofs not yet done are cancelled)."""
+        self._pool.shutdown(cancel_futures=True)
+
+
+def start_proofs(
+    names: Iterable[str],
+    save_to: Path,
+    *,
+    save_dynamic: Iterable[str] = (),
+    jobs: int = 2,
+    prove: Callable[..., Any] = export_and_compare,
+) -> ProofPool:
+    """Start ``prove(name, save_to, save_dynamic=...)`` (:func:`export_and_compare`) for every builder
+    at once, ``jobs`` processes at a time, in the order given, and return without waiting.
+
+    A process that finishes takes the next builder, so both cores stay busy while the page waits for
+    a long one; :meth:`ProofPool.wait` collects them by name. Each process has one thread, so the
+    export seconds it reports are one core's.
+    """
+    names, save_dynamic = list(names), set(save_dynamic)
+    if not names:
+        raise ValueError("start_proofs needs at least one builder name, e.g. ['fcos_resnet50_fpn']")
+    for name in names:
+        check_detector_name(name)
+    if len(set(names)) != len(names):
+        raise ValueError(f"each builder once: {sorted({n for n in names if names.count(n) > 1})} repeat")
+    if not save_dynamic <= set(names):
+        raise ValueError(
+            f"save_dynamic names builders that are not started: {sorted(save_dynamic - set(names))}"
+        )
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=start_export_process
+    )
+    queued = {name: pool.submit(prove, name, save_to, save_dynamic=name in save_dynamic) for name in names}
+    return ProofPool(pool, queued)
