@@ -129,7 +129,7 @@ def page_times_table(times: dict[str, PageRun]):
 
 
 # Fresh-clone CI runs, recorded by hand after each one (the machine that runs CI keeps nothing).
-RECORDED_RUNS = REPO_ROOT / "book" / "build_runs.json"
+RECORDED_RUNS = REPO_ROOT / "about" / "build_runs.json"
 
 
 def recorded_runs(path: Path = RECORDED_RUNS) -> list[dict]:

@@ -19,7 +19,7 @@ Sphinx then finds every page in the cache and executes nothing. Two details:
   sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
   timeout fails here first, while there is still room to split or slim it.
 
-The build report (``book/build_report.md``) shows those timings, so it executes last, after every
+The build report (``about/build_report.md``) shows those timings, so it executes last, after every
 other page, and on every build.
 
 Usage: ``python scripts/execute_pages.py [--jobs N] [--dry-run]``. ``make build`` runs it after
@@ -52,7 +52,7 @@ from casebook.build_times import (
 )
 
 # Pages whose outputs describe the build itself: executed after all others, on every build.
-RUN_LAST = ("book/build_report",)
+RUN_LAST = ("about/build_report",)
 # myst-nb's name for its own reader of MyST-markdown notebooks, recorded with each cached page.
 MYST_NB_READ_FORMAT = {"type": "plugin", "name": "myst_nb_md"}
 
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
         if cached is None or page.docname in RUN_LAST:
             pending.append(page)
-    order = schedule(pending, times, prior_page_seconds(root / "book" / "build_runs.json"))
+    order = schedule(pending, times, prior_page_seconds(root / "about" / "build_runs.json"))
     openmp_wait = share_cores(args.jobs)  # before the workers start: their kernels inherit it
     print(
         f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time"

@@ -9,7 +9,7 @@ BIN=${BIN:-.venv/bin}
 fix=no
 if [ "${1:-}" = "--fix" ]; then fix=yes; shift; fi
 if [ "$#" -eq 0 ]; then
-    mapfile -t pages < <(git ls-files 'book/*.md' 'notebooks/*.md' 'case_studies/*.md' 'shipping/*.md')
+    mapfile -t pages < <(git ls-files '*.md' ':!README.md' ':!CONTRIBUTING.md')
 else
     pages=("$@")
 fi
@@ -17,7 +17,7 @@ ruff="$BIN/ruff"
 failed=()
 for page in "${pages[@]}"; do
     if [ ! -f "$page" ]; then
-        echo "lint_pages: no such page: $page (give paths of MyST-markdown pages, e.g. notebooks/graph_breaks.md)" >&2
+        echo "lint_pages: no such page: $page (give paths of MyST-markdown pages, e.g. failures/graph_breaks.md)" >&2
         exit 2
     fi
     if [ "$fix" = yes ]; then

@@ -26,7 +26,6 @@ from pathlib import Path
 from casebook import REPO_ROOT
 
 PACKAGE = "casebook"
-PAGE_FOLDERS = ("book", "notebooks", "case_studies", "shipping")
 CACHE = REPO_ROOT / "_build" / ".jupyter_cache"
 DIGESTS = REPO_ROOT / "_build" / ".page-helper-digests.json"
 # A module named in a string (``python -m casebook.backends._trt_dryrun_worker``) is a dependency too.
@@ -119,7 +118,11 @@ def digest(modules: set[str]) -> str:
 
 
 def pages() -> list[Path]:
-    return sorted(p for folder in PAGE_FOLDERS for p in (REPO_ROOT / folder).glob("*.md"))
+    """The Markdown pages of the table of contents (``_toc.yml``)."""
+    from sphinx_external_toc.parsing import parse_toc_yaml
+
+    found = (REPO_ROOT / f"{docname}.md" for docname in parse_toc_yaml(REPO_ROOT / "_toc.yml"))
+    return sorted(path for path in found if path.is_file())
 
 
 def main(argv: list[str] | None = None) -> int:

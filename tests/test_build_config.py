@@ -50,9 +50,9 @@ ASSERTING_CELL = textwrap.dedent(
 
 def _build_fixture_book(repo_root, tmp_path, cells: str) -> subprocess.CompletedProcess:
     book = tmp_path / "book"
-    (book / "book").mkdir(parents=True)
+    (book / "reference").mkdir(parents=True)
     shutil.copy(repo_root / "_config.yml", book / "_config.yml")
-    shutil.copy(repo_root / "book" / "references.bib", book / "book" / "references.bib")
+    shutil.copy(repo_root / "reference" / "references.bib", book / "reference" / "references.bib")
     shutil.copytree(repo_root / "_static", book / "_static")  # the favicon and the book's CSS
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     (book / "page.md").write_text(NOTEBOOK_HEADER + cells)

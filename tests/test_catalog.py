@@ -84,7 +84,7 @@ def test_an_entry_needs_a_message_or_a_label():
 def test_playbook_entry_is_a_definition_list_item():
     text = catalog.playbook_entry(catalog.entry("data-dependent-guard"))
     assert text.startswith("`Could not guard on data-dependent expression`\n: **Raised as** ")
-    assert "**Reproduced in** {doc}`/notebooks/data_dependent_guards`" in text
+    assert "**Reproduced in** {doc}`/failures/data_dependent_guards`" in text
     silent = catalog.playbook_entry(catalog.entry("dynamic-dim-specialized"))
     assert silent.startswith("A dimension asked to be dynamic was made static\n: **Means** ")
     assert "{ref}`catalog-dynamic-dim-specialized`" in silent

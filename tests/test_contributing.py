@@ -3,7 +3,7 @@
 Each recipe in CONTRIBUTING.md lists every file that a change touches. When a file is renamed or
 removed, this test names the paths to update, so no recipe is left pointing nowhere. Paths are read
 from inline code and links outside fenced blocks: the page skeleton and the shell examples are not
-checked. Placeholders (`notebooks/your_page.md`, `<page dir>`) and build outputs (`_build/...`) are
+checked. Placeholders (`failures/your_page.md`, `<page dir>`) and build outputs (`_build/...`) are
 skipped.
 """
 
@@ -48,8 +48,8 @@ def test_the_parser_reads_paths_and_skips_placeholders_fences_and_build_outputs(
     text = "\n".join(
         [
             "Touch `casebook/catalog.py` and `_toc.yml`, see [the README](README.md).",
-            "Not `notebooks/your_page.md`, `<page dir>/x.md`, `_build/html`, `.md`, `make unit`.",
-            "Run `tests/test_catalog.py::test_x` and `scripts/lint_pages.sh notebooks/a.md`.",
+            "Not `failures/your_page.md`, `<page dir>/x.md`, `_build/html`, `.md`, `make unit`.",
+            "Run `tests/test_catalog.py::test_x` and `scripts/lint_pages.sh failures/a.md`.",
             "````markdown",
             "```{code-cell} ipython3",
             "`casebook/inside_a_fence.py`",
@@ -64,7 +64,7 @@ def test_the_parser_reads_paths_and_skips_placeholders_fences_and_build_outputs(
         "README.md",
         "tests/test_catalog.py",
         "scripts/lint_pages.sh",
-        "notebooks/a.md",
+        "failures/a.md",
         "tests/site/",
     }
 

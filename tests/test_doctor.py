@@ -123,17 +123,17 @@ def test_report_renders_as_text_markdown_and_json():
     assert text.startswith("KeepIfEnough: 1 finding (")
     assert "1. [data-dependent-guard] Python branches on a value known only at run time" in text
     assert (
-        "   read: notebooks/data_dependent_guards" in text
+        "   read: failures/data_dependent_guards" in text
         and "`" not in text.split("Steps:")[0].split("fix:")[1]
     )
     markdown = report._repr_markdown_()
     assert "1. `data-dependent-guard`: **Python branches on a value known only at run time**" in markdown
-    assert "   - read: [notebooks/data_dependent_guards](/notebooks/data_dependent_guards.md)" in markdown
+    assert "   - read: [failures/data_dependent_guards](/failures/data_dependent_guards.md)" in markdown
     assert "```text" in markdown
     data = json.loads(report.to_json())
     assert data["ok"] is False and data["model"] == "KeepIfEnough"
     (finding,) = data["findings"]
-    assert finding["kind"] == "data-dependent-guard" and finding["page"] == "notebooks/data_dependent_guards"
+    assert finding["kind"] == "data-dependent-guard" and finding["page"] == "failures/data_dependent_guards"
     assert finding["exception"] == "torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode"
     assert {step["name"] for step in data["steps"]} >= {"eager", "export (non-strict)", "draft_export"}
     assert repr(report) == text

@@ -42,12 +42,12 @@ def _cell(source: str, tags: str = "") -> str:
 
 def _fixture_book(tmp_path: Path, pages: dict[str, str], timeout: int | None = None) -> Path:
     book = tmp_path / "book"
-    (book / "book").mkdir(parents=True)
+    (book / "reference").mkdir(parents=True)
     config = (REPO_ROOT / "_config.yml").read_text()
     if timeout is not None:
         config = config.replace("timeout: 900", f"timeout: {timeout}")
     (book / "_config.yml").write_text(config)
-    shutil.copy(REPO_ROOT / "book" / "references.bib", book / "book" / "references.bib")
+    shutil.copy(REPO_ROOT / "reference" / "references.bib", book / "reference" / "references.bib")
     shutil.copytree(REPO_ROOT / "_static", book / "_static")
     names = list(pages)
     chapters = "".join(f"  - file: {name}\n" for name in names[1:])
@@ -198,9 +198,9 @@ def _page(name: str, seconds: float) -> execute_pages.Page:
 
 def test_longest_recorded_pages_start_first_and_the_build_report_last():
     times = {"a.md": PageRun("a.md", 10, [10]), "b.md": PageRun("b.md", 300, [300])}
-    pending = [_page("book/build_report", 5), _page("a", 10), _page("new", 0), _page("b", 300)]
+    pending = [_page("about/build_report", 5), _page("a", 10), _page("new", 0), _page("b", 300)]
     order = [page.docname for page in execute_pages.schedule(pending, times)]
-    assert order == ["new", "b", "a", "book/build_report"]  # never timed counts as long
+    assert order == ["new", "b", "a", "about/build_report"]  # never timed counts as long
 
 
 def test_the_longest_cell_and_the_budget():
@@ -258,7 +258,7 @@ def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_pa
     assert path == engine_log_path("case_studies/faster_rcnn_dynamic_hw.md", tmp_path)
     assert path.name == "case_studies__faster_rcnn_dynamic_hw.jsonl"
     record_engine_build({"seconds": 60.5, "engines": 10, "failed": 1, "peak_rss_mb": 1450}, tmp_path)
-    monkeypatch.setenv(PAGE_ENV, "notebooks/exported_program_to_engine.md")
+    monkeypatch.setenv(PAGE_ENV, "backends/exported_program_to_engine.md")
     record_engine_build({"seconds": 9.0, "engines": 1, "failed": 0, "peak_rss_mb": 1000}, tmp_path)
 
     table = engine_builds_table(tmp_path).set_index("page")
@@ -267,7 +267,7 @@ def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_pa
     assert detector["blocks failed"] == 5 and detector["peak GB"] == round(1450 / 1024, 2)
     assert list(table.index) == [
         "case_studies/faster_rcnn_dynamic_hw.md",
-        "notebooks/exported_program_to_engine.md",
+        "backends/exported_program_to_engine.md",
     ]
     # records without CPU time (written before builds reported it): no share of the wall time
     assert table["CPU seconds"].isna().all() and engine_builds_wall_minutes(table, 2) is None
@@ -278,7 +278,7 @@ def test_engine_builds_cpu_seconds_give_their_share_of_the_wall_time(tmp_path, m
     for cpu in (50.0, 10.0):
         build = {"seconds": 30.0, "cpu_seconds": cpu, "engines": 3, "failed": 1, "peak_rss_mb": 1500}
         record_engine_build(build, tmp_path)
-    monkeypatch.setenv(PAGE_ENV, "book/lowering_tensorrt.md")
+    monkeypatch.setenv(PAGE_ENV, "backends/lowering_tensorrt.md")
     record_engine_build(
         {"seconds": 5.0, "cpu_seconds": 60.0, "engines": 1, "failed": 0, "peak_rss_mb": 900}, tmp_path
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 from booklayout import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "lint_pages.sh"
-HEADER = (REPO_ROOT / "notebooks" / "graph_breaks.md").read_text().split("\n---\n")[0] + "\n---\n"
+HEADER = (REPO_ROOT / "failures" / "graph_breaks.md").read_text().split("\n---\n")[0] + "\n---\n"
 
 
 def lint(*args: str) -> subprocess.CompletedProcess:

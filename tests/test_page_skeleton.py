@@ -12,13 +12,13 @@ import pytest
 from booklayout import outside_fences, page_source, toc_pages
 
 # Tours show how something works; they reproduce no failure.
-TOURS = {"notebooks/export_ir_tour", "notebooks/exported_program_to_engine"}
+TOURS = {"foundations/export_ir_tour", "backends/exported_program_to_engine"}
 # Surveys take many models through the fixes their sibling pages reproduce, read and make: they prove.
 SURVEYS = {"case_studies/torchvision_detection_zoo": ("case_studies/detection_zoo_patches",)}
 SKELETON_PAGES = [
     page
     for page in toc_pages()
-    if page.startswith(("notebooks/", "case_studies/")) and page not in TOURS and page not in SURVEYS
+    if page.startswith(("failures/", "case_studies/")) and page not in TOURS and page not in SURVEYS
 ]
 MARKS = ("✓", "✗")
 
@@ -40,7 +40,8 @@ SHIPPING_PAGES = [page for page in toc_pages() if page.startswith("shipping/") a
 
 
 @pytest.mark.parametrize(
-    "page", [p for p in toc_pages() if p.startswith(("notebooks/", "case_studies/", "shipping/"))]
+    "page",
+    [p for p in toc_pages() if p.startswith(("failures/", "case_studies/", "shipping/")) or p in TOURS],
 )
 def test_marks_lead_the_heading_one_per_heading(page):
     for _, title in headings(page):

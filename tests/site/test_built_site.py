@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import yaml
 
 from booklayout import REPO_ROOT, page_source, toc_pages
 
@@ -113,3 +114,18 @@ def test_internal_links_resolve():
                 if unquote(parts.fragment) not in ids:
                     broken.append(f"{page.relative_to(HTML_ROOT)} -> {href} (no such anchor)")
     assert not broken, "broken internal links:\n" + "\n".join(broken)
+
+
+def _redirects() -> dict[str, str]:
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config["sphinx"]["config"]["redirects"]
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(_redirects().items()))
+def test_a_moved_page_s_old_address_sends_the_reader_to_its_new_page(old, new):
+    moved_from = HTML_ROOT / f"{old}.html"
+    assert moved_from.is_file(), f"{old}.html was not written: is sphinx_reredirects in extra_extensions?"
+    assert new in moved_from.read_text(encoding="utf-8"), f"{old}.html does not point at {new}"
+    target = (moved_from.parent / new).resolve()
+    assert target.is_file(), f"{old} redirects to {new}, which was not built"
+    assert str(target.relative_to(HTML_ROOT.resolve())).removesuffix(".html") in toc_pages()

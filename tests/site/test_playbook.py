@@ -23,7 +23,7 @@ import pytest
 from booklayout import REPO_ROOT
 from casebook import catalog
 
-PLAYBOOK = REPO_ROOT / "book" / "debugging_playbook.md"
+PLAYBOOK = REPO_ROOT / "playbook" / "debugging_playbook.md"
 HTML_ROOT = REPO_ROOT / "_build" / "html"
 QUOTED = [entry for entry in catalog.ENTRIES if entry.message]
 
