@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..detection_parity import exact_differences
-from ..page import hide_noise
+from ..noise import hide_noise
 from .detection_zoo import (
     build_detector,
     eager,

@@ -11,7 +11,7 @@ each page is saved under `_build/browser/` (the test's artifacts). The checks:
   desktop width;
 - no visible output block longer than `MAX_OUTPUT_LINES` lines (long text is folded);
 - no build-machine path in any output, and none of the known noise a page hides
-  (`casebook.page.KNOWN_NOISE`);
+  (`casebook.noise.KNOWN_NOISE`);
 - a visible version stamp on every page that runs code;
 - expected errors styled as errors, their lines wrapped;
 - image alt texts that describe, not file paths; figures shown at (nearly) their drawn size at
@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from booklayout import REPO_ROOT, page_source, toc_pages
-from casebook.page import KNOWN_NOISE
+from casebook.noise import KNOWN_NOISE
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
 SCREENSHOTS = REPO_ROOT / "_build" / "browser"
