@@ -9,15 +9,9 @@ import warnings
 import pytest
 
 from casebook import noise
-from casebook.noise import KNOWN_NOISE, hide_noise
 from casebook.page import setup_page
 
-
-@pytest.fixture(autouse=True)
-def _restore_filters():
-    with warnings.catch_warnings():
-        yield
-    hide_noise(keep=list(KNOWN_NOISE))  # removes the log filters again
+pytestmark = pytest.mark.usefixtures("restore_noise_filters")
 
 
 def test_known_noise_is_hidden_and_other_warnings_are_not():

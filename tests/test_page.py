@@ -1,19 +1,13 @@
 """The first cell of every page: the version stamp, with the noise it hid listed (casebook.page)."""
 
 import datetime
-import warnings
 
 import pytest
 
-from casebook.noise import KNOWN_NOISE, hide_noise
+from casebook.noise import KNOWN_NOISE
 from casebook.page import setup_page
 
-
-@pytest.fixture(autouse=True)
-def _restore_filters():
-    with warnings.catch_warnings():
-        yield
-    hide_noise(keep=list(KNOWN_NOISE))  # removes the log filters again
+pytestmark = pytest.mark.usefixtures("restore_noise_filters")
 
 
 def test_stamp_is_one_visible_line_with_the_details_folded():
