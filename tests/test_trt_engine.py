@@ -535,9 +535,10 @@ def test_a_later_build_of_the_same_program_reuses_its_decompositions_and_partiti
     first = build_engines(program, example, min_block_size=1)
     reused = build_engines(program, example, **moved)
     assert (first.decompositions, reused.decompositions) == ("run", "reused")
+    assert (first.program_load, reused.program_load) == ("loaded", "reused")  # one torch.export.load
     assert "(decompositions reused)" in reused.summary()
     fresh = start_engine_builds({"fresh worker": (program, example, moved)}).result()["fresh worker"]
-    assert fresh.decompositions == "run"
+    assert (fresh.decompositions, fresh.program_load) == ("run", "loaded")
 
     def partition(build):
         return [(b.kind, dict(b.ops), b.status, b.profile) for b in build.blocks]
@@ -571,3 +572,24 @@ def test_the_decomposed_program_is_known_by_content_settings_and_table(tmp_path)
     assert key != _decomposition_key(digest, {"enable_autocast": True}, table)
     assert key != _decomposition_key(digest, {"decompose_attention": True}, table)
     assert key != _decomposition_key(digest, {}, {torch.ops.aten.gelu.default: abs})
+
+
+def test_a_loaded_program_is_reused_only_for_the_same_file_and_autocast_settings(tmp_path):
+    from casebook.backends import _trt_build_worker as worker
+
+    torch.manual_seed(0)
+    example = torch.randn(1, 3, 12, 12)
+    path = tmp_path / "program.pt2"
+    torch.export.save(torch.export.export(TwoHeads().eval(), (example,)), str(path))
+    digest = worker._program_digest(path)
+    worker._LAST_LOADED.clear()
+    loads = []
+    for settings in ({}, {"min_block_size": 1}, {"enable_autocast": True}, {"enable_autocast": True}):
+        state = {}
+        program = worker._load_program(path, digest, settings, state)
+        loads.append((state["program_load"], program))  # the objects, kept alive to compare
+    worker._LAST_LOADED.clear()
+    assert [load for load, _ in loads] == ["loaded", "reused", "loaded", "reused"]
+    programs = [program for _, program in loads]
+    assert programs[0] is programs[1] and programs[2] is programs[3]
+    assert programs[0] is not programs[2]  # autocast's pass would insert casts in place

@@ -116,6 +116,8 @@ _ONCE: dict[str, Any] = {"torch_tensorrt": None, "stand_ins": [], "versions": {}
 _CURRENT: dict[str, Any] = {}
 # The last program's decomposed form: {"key": ..., "program": ExportedProgram} (see _reuse_decompositions).
 _LAST_DECOMPOSED: dict[str, Any] = {}
+# The last program loaded: {"key": ..., "program": ExportedProgram} (see _load_program).
+_LAST_LOADED: dict[str, Any] = {}
 
 
 def _import_torch_tensorrt(state: dict[str, Any]) -> Any:
@@ -248,6 +250,29 @@ def _decomposition_key(program_digest: str, settings: dict[str, Any], table: Any
     return (program_digest, tuple(chosen), tuple(sorted(str(op) for op in (table or {}))))
 
 
+def _load_program(path: Path, program_digest: str, settings: dict[str, Any], state: dict[str, Any]) -> Any:
+    """The saved program, or the previous build's when that build loaded the same one with the same
+    autocast settings.
+
+    ``torch.export.load`` takes about 2 s for a torchvision detector on the 2-core machine, and pages
+    build one program several times in a row. ``compile`` changes the program it is given in one way
+    before it decomposes a copy (which `_reuse_decompositions` keeps): its pre-lowering passes drop
+    ``detach`` and assert nodes, which a second run leaves as they are, and, with autocast on, insert
+    casts. So the object is reused only under the same autocast settings. Only the last program is held.
+    """
+    import torch
+
+    key = (program_digest, tuple(sorted((k, repr(v)) for k, v in settings.items() if "autocast" in k)))
+    if _LAST_LOADED.get("key") == key:
+        state["program_load"] = "reused"
+        return _LAST_LOADED["program"]
+    _LAST_LOADED.clear()  # free the previous program before loading the next
+    program = torch.export.load(str(path))
+    _LAST_LOADED.update(key=key, program=program)
+    state["program_load"] = "loaded"
+    return program
+
+
 @contextlib.contextmanager
 def _reuse_decompositions(program: Any, program_digest: str, settings: dict[str, Any], state: dict[str, Any]):
     """Let ``program.run_decompositions`` return the previous build's result when that build
@@ -351,8 +376,14 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         if target not in _ONCE["registered"]:  # a serving worker registers each type once
             _import_callable(target)()
             _ONCE["registered"].add(target)
+    settings = dict(request["settings"])
+    if not torch.cuda.is_available():
+        from casebook.backends.trt_stand_ins import CPU_ONLY_SETTINGS
+
+        settings = {**CPU_ONLY_SETTINGS, **settings}
     state["phase"] = "load"
-    program = torch.export.load(str(request_dir / "program.pt2"))
+    program_digest = _program_digest(request_dir / "program.pt2")
+    program = _load_program(request_dir / "program.pt2", program_digest, settings, state)
     engine_dir = Path(request["engine_dir"])
     engine_dir.mkdir(parents=True, exist_ok=True)
     if request["profiles"] is None:
@@ -362,16 +393,10 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             torch_tensorrt.Input(min_shape=p["min"], opt_shape=p["opt"], max_shape=p["max"], dtype=p["dtype"])
             for p in request["profiles"]
         ]
-    settings = dict(request["settings"])
-    if not torch.cuda.is_available():
-        from casebook.backends.trt_stand_ins import CPU_ONLY_SETTINGS
-
-        settings = {**CPU_ONLY_SETTINGS, **settings}
     state["settings"] = {key: repr(value) for key, value in settings.items()}
     blocks: list[dict[str, Any]] = []
     _watch_blocks(request["keep_going"], engine_dir, blocks)
     state["phase"] = "compile"
-    program_digest = _program_digest(request_dir / "program.pt2")
     start = time.perf_counter()
     try:
         with (

@@ -245,6 +245,8 @@ class EngineBuild:
     # same table ("" when the compile stopped before that step)
     decompositions: str = ""
     decomposition_seconds: float | None = None  # that step's time (taking the kept program: ~0)
+    # "loaded", or "reused" when the worker's previous build had loaded the same saved program
+    program_load: str = ""
     # CPU time the build used, all threads: the worker's (with its start-up, on a worker's first build)
     # and this process's saving of the program. What a build takes from other work on a busy machine.
     cpu_seconds: float | None = None
@@ -999,5 +1001,6 @@ def _build_from(
         saved=result.get("saved", {}),
         decompositions=result.get("decompositions", ""),
         decomposition_seconds=result.get("decomposition_seconds"),
+        program_load=result.get("program_load", ""),
         cpu_seconds=result["cpu_seconds"] + save_cpu_seconds if "cpu_seconds" in result else None,
     )
