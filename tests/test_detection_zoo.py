@@ -46,7 +46,7 @@ def proven(tmp_path_factory):
     """export_and_compare on the smallest R-CNN, once for the module: its result and where it saved
     the programs. (The detection zoo page runs it on every builder.)"""
     saved = tmp_path_factory.mktemp("zoo")
-    return export_and_compare(SMALLEST_RCNN, saved, save_dynamic=True), saved
+    return export_and_compare(SMALLEST_RCNN, saved, save_static=True, save_dynamic=True), saved
 
 
 @pytest.fixture(scope="module")

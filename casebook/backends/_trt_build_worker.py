@@ -241,13 +241,18 @@ _DECOMPOSITION_SETTINGS = (
 )
 
 
+def _autocast_settings(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """compile's autocast settings, as a key: its pre-lowering inserts casts by them."""
+    return tuple(sorted((k, repr(v)) for k, v in settings.items() if "autocast" in k))
+
+
 def _decomposition_key(program_digest: str, settings: dict[str, Any], table: Any) -> tuple[Any, ...]:
     """What the decomposed program depends on: the saved program, the settings above, and which ops
     the table decomposes (its functions are made anew for each compile, so they are not compared)."""
-    chosen = sorted(
-        (k, repr(v)) for k, v in settings.items() if "autocast" in k or k in _DECOMPOSITION_SETTINGS
+    chosen = _autocast_settings(settings) + tuple(
+        sorted((k, repr(v)) for k, v in settings.items() if k in _DECOMPOSITION_SETTINGS)
     )
-    return (program_digest, tuple(chosen), tuple(sorted(str(op) for op in (table or {}))))
+    return (program_digest, chosen, tuple(sorted(str(op) for op in (table or {}))))
 
 
 def _load_program(path: Path, program_digest: str, settings: dict[str, Any], state: dict[str, Any]) -> Any:
@@ -262,7 +267,7 @@ def _load_program(path: Path, program_digest: str, settings: dict[str, Any], sta
     """
     import torch
 
-    key = (program_digest, tuple(sorted((k, repr(v)) for k, v in settings.items() if "autocast" in k)))
+    key = (program_digest, _autocast_settings(settings))
     if _LAST_LOADED.get("key") == key:
         state["program_load"] = "reused"
         return _LAST_LOADED["program"]

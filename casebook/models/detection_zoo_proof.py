@@ -61,7 +61,9 @@ class ZooResult:
     """{bad input: what eager, the dynamic program and its CheckedProgram did}, each as expected."""
 
 
-def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) -> ZooResult:
+def export_and_compare(
+    name: str, save_to: Path, *, save_static: bool = False, save_dynamic: bool = False
+) -> ZooResult:
     """Build one detector, export it three ways, compare each program with eager.
 
     Exports: static and ``Dim.AUTO`` dynamic (non-strict), and dynamic strict. The range comes
@@ -71,9 +73,9 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
     one on the last image. Where no image gives zero detections, the model
     with a score threshold of 1.0 (no score exceeds it) is exported statically and compared on the
     example: every output must come back empty, with its shape. Then the eight bad inputs of
-    :mod:`casebook.models.detector_inputs`, three ways each. The static program is saved to
-    ``save_to`` as ``<name>.static.pt2``, and with ``save_dynamic`` the dynamic one as
-    ``<name>.dynamic.pt2``.
+    :mod:`casebook.models.detector_inputs`, three ways each. With ``save_static`` the static
+    program is saved to ``save_to`` as ``<name>.static.pt2``, and with ``save_dynamic`` the dynamic
+    one as ``<name>.dynamic.pt2``.
     """
     model = build_detector(name)
     example = example_image(name)
@@ -114,7 +116,8 @@ def export_and_compare(name: str, save_to: Path, *, save_dynamic: bool = False) 
         empty = "threshold 1.0"
 
     refused = bad_input_outcomes(name, model, dynamic.program, low)
-    torch.export.save(static.program, str(Path(save_to) / f"{name}.static.pt2"))
+    if save_static:
+        torch.export.save(static.program, str(Path(save_to) / f"{name}.static.pt2"))
     if save_dynamic:
         torch.export.save(dynamic.program, str(Path(save_to) / f"{name}.dynamic.pt2"))
     row = {
