@@ -43,6 +43,9 @@ class PageRun:
     timeout: float = 900  # the cell timeout it ran under: the book's, or the page's own
     machine: str = field(default_factory=_machine)
     openmp_wait: str | None = None  # the kernel's OMP_WAIT_POLICY; None: OpenMP's default (spinning)
+    # CPU time of the kernel and of the processes it waited for (engine builds, export processes);
+    # None in records from before it was measured
+    cpu_seconds: float | None = None
 
     @property
     def longest_cell(self) -> tuple[int, float]:
@@ -105,7 +108,8 @@ def over_budget(times: dict[str, PageRun]) -> list[str]:
 
 
 def page_times_table(times: dict[str, PageRun]):
-    """One row per page, slowest first: total seconds, the longest cell and its share of the timeout."""
+    """One row per page, slowest first: total seconds, CPU seconds, the longest cell and its share of
+    the timeout."""
     import pandas as pd
 
     rows = []
@@ -115,6 +119,7 @@ def page_times_table(times: dict[str, PageRun]):
             {
                 "page": name,
                 "seconds": round(run.seconds),
+                "CPU seconds": "" if run.cpu_seconds is None else round(run.cpu_seconds),
                 "longest cell": f"code cell {index + 1}" if index >= 0 else "",
                 "its seconds": round(seconds),
                 "cell timeout (s)": round(run.timeout),

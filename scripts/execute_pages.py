@@ -34,6 +34,7 @@ import datetime as dt
 import multiprocessing
 import os
 import re
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -145,10 +146,20 @@ def short_error(text: str, head: int = 20, tail: int = 25) -> str:
     return "\n".join([*lines[:head], f"    ... ({left_out} lines of traceback left out) ...", *lines[-tail:]])
 
 
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's children that have ended and been waited for, and of theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def execute_notebook(
     notebook_json: str, cwd: str, timeout: int, allow_errors: bool, page: str = ""
-) -> tuple[str, float, list[float], str | None, float]:
-    """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its error.
+) -> tuple[str, float, list[float], str | None, float, float]:
+    """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its
+    error, its cell timeout and its CPU seconds.
+
+    The CPU seconds are the kernel's, a child of this worker, read once it has ended; they include
+    the processes the kernel waited for (engine-build workers, export processes).
 
     The cells' timing metadata is removed again before returning: the cache identifies a notebook by
     a hash of its cells, metadata included, and myst-nb looks it up with the metadata it reads.
@@ -166,6 +177,7 @@ def execute_notebook(
     settings = notebook.metadata.get("execution", {})  # a page may set its own, as myst-nb allows
     timeout = settings.get("timeout", timeout)
     start = time.perf_counter()
+    cpu_before = children_cpu_seconds()
     error = None
     try:
         execute(
@@ -178,12 +190,13 @@ def execute_notebook(
     except (CellControlSignal, DeadKernelError, TimeoutError) as exc:  # a raising cell, a timeout, a crash
         error = f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start
+    cpu_seconds = children_cpu_seconds() - cpu_before
     cell_seconds = []
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell_seconds.append(round(_cell_seconds(cell), 2))
             cell.metadata.pop("execution", None)
-    return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error, timeout
+    return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error, timeout, round(cpu_seconds, 1)
 
 
 def schedule(
@@ -253,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     failures: list[PageRun] = []
+    executed_now: set[str] = set()  # the pages this run executed and cached
     started = time.perf_counter()
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
@@ -283,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             for future in done:
                 page = running.pop(future)
                 try:
-                    executed, seconds, cell_seconds, error, timeout = future.result()
+                    executed, seconds, cell_seconds, error, timeout, cpu_seconds = future.result()
                 except concurrent.futures.process.BrokenProcessPool as exc:
                     # The worker itself died (killed for memory, say): no page after it can run.
                     raise SystemExit(
@@ -298,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                     jobs=args.jobs,
                     timeout=timeout,
                     openmp_wait=openmp_wait,
+                    cpu_seconds=cpu_seconds,
                 )
                 index, longest = run.longest_cell
                 elapsed = time.perf_counter() - started
@@ -313,11 +328,13 @@ def main(argv: list[str] | None = None) -> int:
                         overwrite=True,
                     )
                     times[page.name] = run
+                    executed_now.add(page.name)
                     save_page_times(times, times_path)
                     if page.docname in RUN_LAST:
                         page.path.touch()  # Sphinx re-reads a page only when its source is newer
                     print(
-                        f"  done   {page.name}: {seconds:.0f} s (longest: code cell {index + 1}, {longest:.0f} s)"
+                        f"  done   {page.name}: {seconds:.0f} s, {cpu_seconds:.0f} CPU-s "
+                        f"(longest: code cell {index + 1}, {longest:.0f} s)"
                         f"  [{elapsed / 60:.1f} min elapsed]",
                         flush=True,
                     )
@@ -350,8 +367,12 @@ def main(argv: list[str] | None = None) -> int:
             "again: the pages that succeeded are cached and are not executed again.",
             file=sys.stderr,
         )
+    wall_min = (time.perf_counter() - started) / 60
+    cpu_min = sum(run.cpu_seconds or 0.0 for name, run in times.items() if name in executed_now) / 60
     print(
-        f"execute_pages: executed {len(order)} pages in {(time.perf_counter() - started) / 60:.1f} min",
+        f"execute_pages: executed {len(order)} pages in {wall_min:.1f} min; they used {cpu_min:.1f} "
+        f"CPU-min, {cpu_min / wall_min / (os.cpu_count() or 1) if wall_min else 0:.0%} of the "
+        f"{os.cpu_count()} cores",
         flush=True,
     )
     return 1 if failures or slow else 0

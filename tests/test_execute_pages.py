@@ -302,10 +302,38 @@ def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeyp
         cells=[nbformat.v4.new_code_cell(f"import os\nprint(os.environ[{PAGE_ENV!r}])")],
         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
     )
-    executed, _, _, error, _ = execute_pages.execute_notebook(
+    executed, _, _, error, _, _ = execute_pages.execute_notebook(
         nbformat.writes(notebook), str(REPO_ROOT), 60, False, page
     )
     assert error is None, error
     assert not stale.exists()
     (cell,) = nbformat.reads(executed, as_version=4).cells
     assert cell.outputs[0]["text"].strip() == page
+
+
+def test_a_page_s_cpu_seconds_include_the_processes_its_kernel_waited_for():
+    import nbformat
+
+    spin = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass"
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])"
+            )
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    _, seconds, _, error, _, cpu_seconds = execute_pages.execute_notebook(
+        nbformat.writes(notebook), str(REPO_ROOT), 60, False
+    )
+    assert error is None, error
+    assert cpu_seconds >= 1.5  # the spinning child alone, waited for by the kernel
+    assert cpu_seconds <= seconds * (os.cpu_count() or 1) + 1
+
+
+def test_page_times_table_shows_cpu_seconds_where_they_were_measured():
+    table = page_times_table(
+        {"a.md": PageRun("a.md", 12, [12], cpu_seconds=20.4), "old.md": PageRun("old.md", 5, [5])}
+    ).set_index("page")
+    assert table.loc["a.md", "CPU seconds"] == 20
+    assert table.loc["old.md", "CPU seconds"] == ""
