@@ -118,7 +118,37 @@ browser:
 	  fi; \
 	fi
 
+# make test runs the unit tests beside the book build (UNIT_BESIDE=yes, the default): each page is
+# mostly single-threaded Python, so two pages at a time leave part of the two cores idle, and the tests
+# take that part. They run at a lower priority (nice $(UNIT_NICE)), so the pages, the longer job, go
+# first where both want a core, and a test still gets a share. Their output goes to $(UNIT_LOG) and is
+# shown when they end; the site checks wait for both. UNIT_BESIDE=no runs the unit tests first, alone.
+UNIT_BESIDE ?= yes
+UNIT_NICE ?= 5
+UNIT_LOG := $(BUILD_DIR)/unit-tests.log
+
+ifeq ($(UNIT_BESIDE),yes)
+test: lint install runner
+	@mkdir -p $(BUILD_DIR)
+	@echo "Unit tests: started beside the book build (nice $(UNIT_NICE)); their output goes to $(UNIT_LOG)"
+	@start=$$(date +%s); \
+	( status=0; nice -n $(UNIT_NICE) $(MAKE) --no-print-directory unit > $(UNIT_LOG) 2>&1 || status=$$?; \
+	  echo "unit tests finished in $$(( $$(date +%s) - start )) s" >> $(UNIT_LOG); exit $$status ) & unit=$$!; \
+	build_status=0; $(MAKE) --no-print-directory build || build_status=$$?; \
+	echo "Book build done (exit status $$build_status); waiting for the unit tests"; \
+	unit_status=0; wait $$unit || unit_status=$$?; \
+	if [ $$unit_status -eq 0 ]; then \
+	  echo "---- unit tests, the end of $(UNIT_LOG) ----"; tail -n 20 $(UNIT_LOG); \
+	else \
+	  echo "---- unit tests FAILED (exit status $$unit_status): $(UNIT_LOG) ----"; cat $(UNIT_LOG); \
+	fi; \
+	[ $$build_status -eq 0 ] && [ $$unit_status -eq 0 ]
+	$(MAKE) --no-print-directory site-check
+else ifeq ($(UNIT_BESIDE),no)
 test: lint unit build site-check
+else
+$(error UNIT_BESIDE=$(UNIT_BESIDE): use UNIT_BESIDE=yes (unit tests beside the book build) or UNIT_BESIDE=no (first, alone))
+endif
 
 serve: build
 	@echo "Serving $(BUILD_DIR)/html at http://localhost:$(PORT)"
