@@ -36,6 +36,7 @@ import os
 import re
 import resource
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,19 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def kernel_settings(socket_dir: str):
+    """nbclient's configuration for a kernel that talks over Unix sockets in ``socket_dir``.
+
+    Over TCP (Jupyter's default), the kernel manager picks free ports and the kernel binds them a
+    moment later. With pages and the unit tests starting kernels at the same time, another process
+    can take a port in between: seen here as "Address already in use", and a page that failed
+    before its first cell. Socket files in a folder of their own cannot collide.
+    """
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(Path(socket_dir) / "kernel")}})
+
+
 def execute_notebook(
     notebook_json: str, cwd: str, timeout: int, allow_errors: bool, page: str = ""
 ) -> tuple[str, float, list[float], str | None, float, float]:
@@ -180,13 +194,15 @@ def execute_notebook(
     cpu_before = children_cpu_seconds()
     error = None
     try:
-        execute(
-            notebook,
-            cwd=cwd,
-            timeout=timeout,
-            allow_errors=settings.get("allow_errors", allow_errors),
-            record_timing=True,
-        )
+        with tempfile.TemporaryDirectory(prefix="casebook-kernel-") as socket_dir:
+            execute(
+                notebook,
+                cwd=cwd,
+                timeout=timeout,
+                allow_errors=settings.get("allow_errors", allow_errors),
+                record_timing=True,
+                config=kernel_settings(socket_dir),
+            )
     except (CellControlSignal, DeadKernelError, TimeoutError) as exc:  # a raising cell, a timeout, a crash
         error = f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start

@@ -337,3 +337,25 @@ def test_page_times_table_shows_cpu_seconds_where_they_were_measured():
     ).set_index("page")
     assert table.loc["a.md", "CPU seconds"] == 20
     assert table.loc["old.md", "CPU seconds"] == ""
+
+
+def test_a_page_s_kernel_talks_over_unix_sockets_that_are_gone_afterwards():
+    import nbformat
+
+    code = (
+        "import json, os\n"
+        "from ipykernel.connect import get_connection_file\n"
+        "info = json.load(open(get_connection_file()))\n"
+        "print(info['transport'], os.path.dirname(info['ip']))"
+    )
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(code)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    executed, _, _, error, _, _ = execute_pages.execute_notebook(
+        nbformat.writes(notebook), str(REPO_ROOT), 60, False
+    )
+    assert error is None, error
+    transport, socket_dir = nbformat.reads(executed, as_version=4).cells[0].outputs[0]["text"].split()
+    assert transport == "ipc"
+    assert Path(socket_dir).name.startswith("casebook-kernel-") and not Path(socket_dir).exists()
