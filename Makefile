@@ -120,9 +120,10 @@ browser:
 
 # make test runs the unit tests beside the book build (UNIT_BESIDE=yes, the default): two pages at a
 # time still leave the cores partly idle at times (10 to 37% idle in the last minutes of a run on
-# 2026-11-28, when the short pages run), and the tests take what is left. They run at a lower priority (nice $(UNIT_NICE)), so the pages, the longer job, go
-# first where both want a core, and a test still gets a share. Their output goes to $(UNIT_LOG) and is
-# shown when they end; the site checks wait for both. UNIT_BESIDE=no runs the unit tests first, alone.
+# 2026-11-28, when the short pages run), and the tests take what is left. They run at a lower
+# priority (nice $(UNIT_NICE)), so the pages, the longer job, go first where both want a core, and a
+# test still gets a share. Their output goes to $(UNIT_LOG) and is shown when they end; the site
+# checks wait for both. UNIT_BESIDE=no runs the unit tests first, alone.
 UNIT_BESIDE ?= yes
 UNIT_NICE ?= 5
 UNIT_LOG := $(BUILD_DIR)/unit-tests.log

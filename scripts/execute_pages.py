@@ -12,8 +12,8 @@ idle. This script runs before the Sphinx build. It does four things:
 
 Sphinx then finds every page in the cache and executes nothing. Two details:
 
-- **Cell timings.** Every cell's duration is recorded in ``_build/page_times.json``, which the
-  build report renders.
+- **Cell timings.** Every cell's duration, and each page's CPU seconds, are recorded in
+  ``_build/page_times.json``, which the build report renders.
 - **No cell near its timeout.** If any page's longest cell took more than a third of its cell
   timeout, the build fails. The timeout is ``execute.timeout`` in ``_config.yml``, unless the page
   sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
