@@ -290,6 +290,18 @@ def test_engine_builds_cpu_seconds_give_their_share_of_the_wall_time(tmp_path, m
         engine_builds_wall_minutes(table, cores=0)
 
 
+def _one_cell_notebook(code: str) -> str:
+    """A notebook of one code cell for the python3 kernel, as execute_notebook takes it (JSON)."""
+    import nbformat
+
+    return nbformat.writes(
+        nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(code)],
+            metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        )
+    )
+
+
 def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeypatch):
     import nbformat
 
@@ -298,12 +310,8 @@ def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeyp
     stale = engine_log_path(page)
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text('{"page": "fixture_page_names_itself.md", "seconds": 1}\n')
-    notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(f"import os\nprint(os.environ[{PAGE_ENV!r}])")],
-        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-    )
     executed, _, _, error, _, _ = execute_pages.execute_notebook(
-        nbformat.writes(notebook), str(REPO_ROOT), 60, False, page
+        _one_cell_notebook(f"import os\nprint(os.environ[{PAGE_ENV!r}])"), str(REPO_ROOT), 60, False, page
     )
     assert error is None, error
     assert not stale.exists()
@@ -312,19 +320,11 @@ def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeyp
 
 
 def test_a_page_s_cpu_seconds_include_the_processes_its_kernel_waited_for():
-    import nbformat
 
     spin = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass"
-    notebook = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_code_cell(
-                f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])"
-            )
-        ],
-        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-    )
+    code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])"
     _, seconds, _, error, _, cpu_seconds = execute_pages.execute_notebook(
-        nbformat.writes(notebook), str(REPO_ROOT), 60, False
+        _one_cell_notebook(code), str(REPO_ROOT), 60, False
     )
     assert error is None, error
     assert cpu_seconds >= 1.5  # the spinning child alone, waited for by the kernel
@@ -348,12 +348,8 @@ def test_a_page_s_kernel_talks_over_unix_sockets_that_are_gone_afterwards():
         "info = json.load(open(get_connection_file()))\n"
         "print(info['transport'], os.path.dirname(info['ip']))"
     )
-    notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(code)],
-        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-    )
     executed, _, _, error, _, _ = execute_pages.execute_notebook(
-        nbformat.writes(notebook), str(REPO_ROOT), 60, False
+        _one_cell_notebook(code), str(REPO_ROOT), 60, False
     )
     assert error is None, error
     transport, socket_dir = nbformat.reads(executed, as_version=4).cells[0].outputs[0]["text"].split()
