@@ -88,8 +88,7 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) requirements-trt-
 	touch $@
 
 # The unit tests run in TEST_WORKERS processes (pytest-xdist), file by file, so a module's fixture
-# (an exported model, say) is built once; TEST_WORKERS=0 runs them in this process. The site checks
-# stay in one process: Chromium already uses both cores (two workers took 287 s against 235 s).
+# (an exported model, say) is built once; TEST_WORKERS=0 runs them in this process.
 # The fifteen slowest tests are listed at the end, to show where the time goes.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
@@ -99,8 +98,18 @@ XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 unit: install runner
 	$(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile) --durations=15
 
+# The site checks run in two processes, file by file: the browser test in one, the checks of the
+# built files beside it in the other. One browser, not two: Chromium already keeps both cores busy
+# (two browsers took 253 s against 176 s for one on 2026-11-28). SCREENSHOTS=yes also saves a
+# full-page screenshot of every page under $(BUILD_DIR)/browser/, for a person to look at (no check
+# reads them; they add about a third to the browser test's time).
+SCREENSHOTS ?= no
+ifeq ($(filter yes no,$(SCREENSHOTS)),)
+$(error SCREENSHOTS=$(SCREENSHOTS): use SCREENSHOTS=yes (save a screenshot of every page under $(BUILD_DIR)/browser/) or SCREENSHOTS=no (the default))
+endif
+
 site-check: install browser
-	$(if $(CHROMIUM),CHROMIUM=$(CHROMIUM)) $(BIN)/python -m pytest tests/site
+	$(if $(CHROMIUM),CHROMIUM=$(CHROMIUM)) SITE_SCREENSHOTS=$(SCREENSHOTS) $(BIN)/python -m pytest tests/site -n 2 --dist loadfile
 
 # The browser test (tests/site/test_browser.py) drives Debian's chromium through Playwright;
 # Playwright's own browser download is not used. As root, make installs it; otherwise it says how.

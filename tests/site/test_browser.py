@@ -1,8 +1,10 @@
 """The built site in a real browser: what a reader sees at desktop and phone widths.
 
 Every page of the table of contents is opened in headless Chromium at 1400 px and 400 px, served
-over HTTP with every request to another host refused (the site must work offline). A screenshot of
-each page is saved under `_build/browser/` (the test's artifacts). The checks:
+over HTTP with every request to another host refused (the site must work offline). With
+``SITE_SCREENSHOTS=yes`` (``make site-check SCREENSHOTS=yes``), a full-page screenshot of each is
+saved under `_build/browser/`, for a person to look at; no check reads them, and they took about a
+quarter of this test's time (0.9 of 3.5 min on 2026-11-28), so they are off by default. The checks:
 
 - no console error, no failed request, no request to another host, every image loaded;
 - the primary sidebar toggle opens the table of contents (and, at desktop width, closes it again);
@@ -52,6 +54,18 @@ def chromium_path() -> str:
     if not path or not Path(path).exists():
         pytest.fail(INSTALL_HINT, pytrace=False)
     return path
+
+
+def screenshots_wanted() -> bool:
+    """Whether to save each page's screenshot: SITE_SCREENSHOTS is "yes" or "no" (unset: no)."""
+    value = os.environ.get("SITE_SCREENSHOTS", "no")
+    if value not in ("yes", "no"):
+        pytest.fail(
+            f"SITE_SCREENSHOTS={value!r}: use yes (save a full-page screenshot of every page under "
+            "_build/browser/) or no (the default)",
+            pytrace=False,
+        )
+    return value == "yes"
 
 
 def build_machine_paths() -> list[str]:
@@ -255,8 +269,9 @@ def report(browser, site_url: str, page_name: str, width: int) -> dict:
         "return i.decode().catch(() => null); }))"
     )
     data = page.evaluate(_MEASURE, [MAX_OUTPUT_LINES, build_machine_paths(), hidden_noise(page_name)])
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{page_name.replace('/', '__')}-{width}.png", full_page=True)
+    if screenshots_wanted():
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / f"{page_name.replace('/', '__')}-{width}.png", full_page=True)
     data["sidebar"] = _sidebar_report(page, width)
     data.update(console=console, failed=failed, external=external)
     context.close()
@@ -332,6 +347,21 @@ def test_executed_pages_show_a_version_stamp(browser, site_url, page, width):
 def test_no_made_up_links(browser, site_url, page, width):
     links = report(browser, site_url, page, width)["madeUpLinks"]
     assert not links, f"words turned into links to made-up sites (linkify): {links}"
+
+
+@pytest.mark.parametrize(("value", "wanted"), [(None, False), ("no", False), ("yes", True)])
+def test_screenshots_are_saved_only_when_asked(monkeypatch, value, wanted):
+    if value is None:
+        monkeypatch.delenv("SITE_SCREENSHOTS", raising=False)
+    else:
+        monkeypatch.setenv("SITE_SCREENSHOTS", value)
+    assert screenshots_wanted() is wanted
+
+
+def test_a_wrong_screenshots_value_names_the_two_it_takes(monkeypatch):
+    monkeypatch.setenv("SITE_SCREENSHOTS", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"SITE_SCREENSHOTS='true': use yes .* or no"):
+        screenshots_wanted()
 
 
 def test_missing_chromium_is_reported_with_the_install_command(monkeypatch):
