@@ -29,8 +29,12 @@ def busy_cores(count: int | None = None, *, seconds: float = 600) -> Iterator[li
         raise ValueError(f"busy_cores(count={count}): start at least one process, or do not use busy_cores")
     if not seconds > 0:
         raise ValueError(f"busy_cores(seconds={seconds}): give the neighbours a positive time limit")
+    # Each in a session of its own, as Jupyter starts each kernel: where Linux groups processes by
+    # session for scheduling (autogroup, on here), neighbours in the caller's session would share that
+    # one session's CPU share, and the pages, in their kernels' sessions, would barely feel them.
     spinners = [
-        subprocess.Popen([sys.executable, "-c", _SPIN.format(seconds=float(seconds))]) for _ in range(count)
+        subprocess.Popen([sys.executable, "-c", _SPIN.format(seconds=float(seconds))], start_new_session=True)
+        for _ in range(count)
     ]
     try:
         yield spinners

@@ -1,5 +1,6 @@
 """casebook.busy: neighbours start, keep a core busy, and always stop."""
 
+import os
 import time
 
 import pytest
@@ -12,6 +13,14 @@ def test_neighbours_run_during_the_block_and_stop_after_it():
         time.sleep(0.3)
         assert len(spinners) == 2 and all(spinner.poll() is None for spinner in spinners)
     assert all(spinner.poll() is not None for spinner in spinners)
+
+
+def test_each_neighbour_runs_in_a_session_of_its_own_as_a_page_kernel_does():
+    # under autogroup scheduling, neighbours in the caller's session would not compete with kernels
+    with busy_cores(2, seconds=30) as spinners:
+        sessions = {os.getsid(spinner.pid) for spinner in spinners}
+        assert sessions == {spinner.pid for spinner in spinners}
+        assert os.getsid(0) not in sessions
 
 
 def test_neighbours_stop_when_the_block_raises():
@@ -28,8 +37,6 @@ def test_a_neighbour_stops_by_itself_at_its_deadline():
 
 
 def test_one_neighbour_per_core_by_default():
-    import os
-
     with busy_cores(seconds=5) as spinners:
         assert len(spinners) == os.cpu_count()
 
