@@ -143,11 +143,14 @@ def recorded_runs(path: Path = RECORDED_RUNS) -> list[dict]:
 
 
 def runs_table(runs: list[dict]):
-    """One row per recorded run: the minutes of each step, the total, and how it ended."""
+    """One row per recorded run: the minutes of each step, the total, and how it ended. Column
+    "machine" says how the machine was loaded: "slowed 2x" is a run of `scripts/slowed_ci.py`, with
+    a CPU-bound neighbour on each core (empty for runs recorded before the column)."""
     import pandas as pd
 
     columns = [
         "date",
+        "machine",
         "change",
         "pages at once",
         "install and lint (min)",

@@ -245,6 +245,7 @@ def test_the_recorded_runs_render_and_give_page_times():
     assert priors and all(page.endswith(".md") and seconds > 0 for page, seconds in priors.items())
     table = runs_table(runs)
     assert len(table) == len(runs) and "total (min)" in table.columns
+    assert set(table["machine"]) <= {"", "quiet", "slowed 2x"}, set(table["machine"])
 
 
 def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_path, monkeypatch):
