@@ -4,8 +4,8 @@ The CI machines differ in speed from day to day, so the build must pass on a mac
 as a quiet one. This runs a command (by default ``bash .ci/run`` with ``CI=true``) with one spinning
 process per core beside it, each in a session of its own, as each page's kernel is: Linux shares the
 CPU between sessions first (autogroup), so neighbours in this script's session would take their share
-from the unit tests that run there, and hardly from the pages. It prints how long the command took, and its exit status is the
-command's. The neighbours stop when the command ends, or after ``--limit-min`` minutes. In that
+from the unit tests that run there, and hardly from the pages. It prints how long the command took,
+and its exit status is the command's. The neighbours stop when the command ends, or after ``--limit-min`` minutes. In that
 second case the command is stopped too: a run past that limit is a failure in itself.
 
 Usage: ``python3 scripts/slowed_ci.py [--limit-min 150] [-- command ...]``. Run it from a fresh

@@ -321,7 +321,6 @@ def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeyp
 
 
 def test_a_page_s_cpu_seconds_include_the_processes_its_kernel_waited_for():
-
     spin = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass"
     code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])"
     _, seconds, _, error, _, cpu_seconds = execute_pages.execute_notebook(
