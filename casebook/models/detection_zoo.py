@@ -64,6 +64,10 @@ class ExportRun:
 
     program: torch.export.ExportedProgram
     seconds: float
+    """Wall-clock seconds: they grow with whatever else shares the machine."""
+    cpu_seconds: float
+    """CPU seconds of this process (all its threads): on one thread, what one core spends on the
+    export, however busy the machine was."""
     dynamic: bool
     strict: bool
 
@@ -74,10 +78,10 @@ def export_detector(
     """Export under every patch, with the record's export arguments (``dynamic``: height and width
     ``Dim.AUTO``)."""
     arguments = record(name).export_arguments(dynamic)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     with export_patches():
         program = torch.export.export(model, ([image],), strict=strict, **arguments)
-    return ExportRun(program, time.perf_counter() - start, dynamic, strict)
+    return ExportRun(program, time.perf_counter() - start, time.process_time() - cpu_start, dynamic, strict)
 
 
 def size_range(program: torch.export.ExportedProgram) -> dict[str, tuple[int, int | None]]:

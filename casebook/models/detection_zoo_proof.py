@@ -54,11 +54,13 @@ class ZooResult:
     """What :func:`export_and_compare` found for one builder."""
 
     row: dict[str, Any]
-    """The builder's row of the page's table: export seconds, range, what parity compared."""
+    """The builder's row of the page's table: each export's CPU seconds, range, what parity compared."""
     size_range: tuple[int, int | None]
     """(min, max) height and width the dynamic program accepts; max None when unbounded."""
     bad_inputs: dict[str, tuple[str, str, str]]
     """{bad input: what eager, the dynamic program and its CheckedProgram did}, each as expected."""
+    export_wall_seconds: float
+    """The three exports' wall-clock seconds, together (the row has their CPU seconds)."""
 
 
 def export_and_compare(
@@ -121,16 +123,17 @@ def export_and_compare(
     if save_dynamic:
         torch.export.save(dynamic.program, str(Path(save_to) / f"{name}.dynamic.pt2"))
     row = {
-        "static (s)": round(static.seconds, 1),
-        "dynamic (s)": round(dynamic.seconds, 1),
-        "strict (s)": round(strict.seconds, 1),
+        "static (CPU s)": round(static.cpu_seconds, 1),
+        "dynamic (CPU s)": round(dynamic.cpu_seconds, 1),
+        "strict (CPU s)": round(strict.cpu_seconds, 1),
         "H and W": f"{low} to {high if high else '∞'}",
         "detections per image": "/".join(map(str, detections)),
         "no detections": empty,
         "max |diff|": ", ".join(f"{key} {value:.0e}" for key, value in worst.items() if value),
         "equal scores: reordered, cut": f"{reordered}, {cut}",
     }
-    return ZooResult(row, (low, high), refused)
+    wall = static.seconds + dynamic.seconds + strict.seconds
+    return ZooResult(row, (low, high), refused, wall)
 
 
 def start_export_process() -> None:
@@ -184,8 +187,8 @@ def start_proofs(
     at once, ``jobs`` processes at a time, in the order given, and return without waiting.
 
     A process that finishes takes the next builder, so both cores stay busy while the page waits for
-    a long one; :meth:`ProofPool.wait` collects them by name. Each process has one thread, so the
-    export seconds it reports are one core's.
+    a long one; :meth:`ProofPool.wait` collects them by name. Each process has one thread, so the CPU
+    seconds it reports for an export are one core's, however many processes share the cores.
     """
     names, save_dynamic = list(names), set(save_dynamic)
     if not names:
