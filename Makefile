@@ -59,7 +59,7 @@ book:
 
 install: $(INSTALLED)
 
-# The C++ program that runs AOTInductor packages without Python (shipping/aotinductor_cpp.md),
+# The C++ program that runs AOTInductor packages without Python (book/shipping/aotinductor_cpp.md),
 # compiled against the installed torch wheel's libtorch with CMake from PyPI.
 RUNNER := $(BUILD_DIR)/cpp/run_aoti
 runner: $(RUNNER)

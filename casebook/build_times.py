@@ -133,13 +133,22 @@ def page_times_table(times: dict[str, PageRun]):
     return frame.sort_values("seconds", ascending=False).reset_index(drop=True) if rows else frame
 
 
-# Fresh-clone CI runs, recorded by hand after each one (the machine that runs CI keeps nothing).
-RECORDED_RUNS = REPO_ROOT / "about" / "build_runs.json"
+# Fresh-clone CI runs, recorded by hand after each one (the machine that runs CI keeps nothing), in
+# this file beside the build report's page.
+RECORDED_RUNS_FILE = "build_runs.json"
+BUILD_REPORT_PAGE = "build_report"
 
 
-def recorded_runs(path: Path = RECORDED_RUNS) -> list[dict]:
+def recorded_runs_path(root: Path = REPO_ROOT) -> Path:
+    """Where the recorded runs are: beside the build report's page, wherever _toc.yml puts it."""
+    from casebook import toc
+
+    return toc.source(BUILD_REPORT_PAGE, root).parent / RECORDED_RUNS_FILE
+
+
+def recorded_runs(path: Path | None = None) -> list[dict]:
     """The recorded fresh-clone CI runs, oldest first."""
-    return json.loads(path.read_text())["runs"]
+    return json.loads((path or recorded_runs_path()).read_text())["runs"]
 
 
 def runs_table(runs: list[dict]):
@@ -164,13 +173,15 @@ def runs_table(runs: list[dict]):
     return frame.where(frame.notna(), "")  # a step not timed in a run shows as an empty cell
 
 
-def prior_page_seconds(path: Path = RECORDED_RUNS) -> dict[str, float]:
-    """Each page's seconds in the latest recorded run that timed pages (empty when none did)."""
+def prior_page_seconds(path: Path | None = None) -> dict[str, float]:
+    """Each page's seconds in the latest recorded run that timed pages (empty when none did), by page
+    name ("case_studies/x.md" -> "x"), so a page moved since that run keeps its time."""
+    path = path or recorded_runs_path()
     if not path.is_file():
         return {}
     for run in reversed(recorded_runs(path)):
         if run.get("page seconds"):
-            return dict(run["page seconds"])
+            return {Path(page).stem: seconds for page, seconds in run["page seconds"].items()}
     return {}
 
 

@@ -5,7 +5,7 @@ or, for problems that raise nothing, the check that finds them), what it means, 
 API), and the page that reproduces it and proves the fix. Three things read this table and so
 cannot drift apart:
 
-- the debugging playbook (`playbook/debugging_playbook.md`) renders its entries from it;
+- the debugging playbook (the page `debugging_playbook`) renders its entries from it;
 - the export doctor (`casebook.doctor`) classifies what it meets with it and sends the reader to
   the entry's page;
 - the site tests (`tests/site/test_playbook.py`) check that every quoted message appears in the
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from casebook import toc
 
 # Where the doctor meets a problem. An entry matches an exception only at the stages it lists.
 STAGES = {
@@ -54,6 +56,8 @@ GROUPS = {
 class Entry:
     """One problem of the catalog.
 
+    ``page`` is the name of the page that reproduces the problem, its file name without folder or
+    suffix ("data_dependent_guards"); ``docname`` is where the table of contents puts it.
     ``message`` is the error text as the playbook quotes it: it must appear in the executed output
     of ``page``. ``pattern`` (a regular expression, searched in the message) recognizes the problem
     more generally when the quoted text names the page's own example (``x.size()[0] == 2``); by
@@ -81,6 +85,11 @@ class Entry:
             raise ValueError(f"catalog entry {self.id!r}: unknown stage(s) {unknown} or group {self.group!r}")
         if (self.message is None) == (self.label is None):
             raise ValueError(f"catalog entry {self.id!r} needs either a quoted message or a page label")
+
+    @property
+    def docname(self) -> str:
+        """Where `page` lives in the book: "data_dependent_guards" -> "notebooks/data_dependent_guards"."""
+        return toc.docname(self.page)
 
     @property
     def regex(self) -> re.Pattern | None:
@@ -121,7 +130,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="Python code branches on a tensor value or on a size known only at run time (`u0`)",
         fix="`torch.cond` or `torch.where` for a branch on a value; `guard_or_false` / `guard_or_true` "
         "(`torch.fx.experimental.symbolic_shapes`) for a branch on a size; `torch._check` to state a fact",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     Entry(
         id="data-dependent-branch-strict",
@@ -133,7 +142,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("strict",),
         means="the same branch, rejected by TorchDynamo",
         fix="`torch.cond` (both branches in the graph) or `torch.where` (compute both, select)",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     Entry(
         id="data-dependent-int",
@@ -147,7 +156,7 @@ ENTRIES: tuple[Entry, ...] = (
         "tensor (`spatial_shapes`) and read back, `len(t)` of a data-dependent tensor",
         fix="keep shapes as Python ints (a list of tuples), `t.shape[0]` instead of `len(t)`; "
         "`torch.arange(H) + 0.5` instead of `linspace`",
-        page="failures/constant_tensors",
+        page="constant_tensors",
     ),
     Entry(
         id="data-dependent-value-int",
@@ -164,7 +173,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="drop the `int()`: `.item()` alone gives a symbolic int the program keeps (add `torch._check` "
         "bounds where the code needs them); keep per-element work in tensors (a mask, `torch.where`) "
         "instead of a Python loop over the count",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     Entry(
         id="quantization-observer",
@@ -180,7 +189,7 @@ ENTRIES: tuple[Entry, ...] = (
         "(`activation_post_process`) collect statistics with Python branches on tensor values",
         fix="PT2E quantization: export the float model, then `prepare_pt2e` / calibrate / `convert_pt2e` "
         "(torchao) on the exported graph with the backend's quantizer, and export the result",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     # ---------------------------------------------------------------- dynamic dimensions
     Entry(
@@ -195,7 +204,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="an example with size ≥ 2; or a `ShapesSpec` with a `ShapeVar` (`torch.fx.experimental."
         "dynamic_spec`: an unbacked size, never specialized, where the code asks no Python question about "
         "it), or `torch.fx.experimental._config.patch(backed_size_oblivious=True)` where the model allows it",
-        page="failures/static_shapes_and_dynamic_dims",
+        page="static_shapes_and_dynamic_dims",
     ),
     Entry(
         id="needs-a-multiple",
@@ -211,7 +220,7 @@ ENTRIES: tuple[Entry, ...] = (
         "`x.reshape(b, c, h // 2, 2, ...)`), and the dimension was declared as any size in a range",
         fix="declare the multiple: `_h = Dim('_h', max=...)`, then `2 * _h` in `dynamic_shapes` (export "
         "suggests it when it can; otherwise a guard such as `Eq(2*TruncToInt(0.5*ToFloat(s1)), s0)` shows it)",
-        page="failures/dynamic_shape_hazards",
+        page="dynamic_shape_hazards",
     ),
     Entry(
         id="not-one-guard",
@@ -226,7 +235,7 @@ ENTRIES: tuple[Entry, ...] = (
         '"Suggested fixes" omit these guards or propose a bound that is still too low',
         fix='read the smallest size from the `!= 1` guards and declare it: `Dim("h", min=...)` (the '
         "coarsest stride plus one); `refine_dynamic_shapes_from_suggested_fixes` alone is not enough",
-        page="failures/dynamic_shape_hazards",
+        page="dynamic_shape_hazards",
     ),
     Entry(
         id="dynamic-shapes-spec-mismatch",
@@ -240,7 +249,7 @@ ENTRIES: tuple[Entry, ...] = (
         "including arguments with no dynamic dimension",
         fix='name every argument, `None` for those with no dynamic dimension (`{"x": {0: batch}, '
         '"weights": None}`), or give a tuple in argument order',
-        page="failures/static_shapes_and_dynamic_dims",
+        page="static_shapes_and_dynamic_dims",
     ),
     Entry(
         id="constraints-violated",
@@ -254,7 +263,7 @@ ENTRIES: tuple[Entry, ...] = (
         "(`torch.as_tensor` of sizes, `linspace` steps, a reshape to a fixed size)",
         fix="change the code that fixes the size, or apply the `dynamic_shapes` the message suggests "
         "(`Dim(..., min=..., max=...)`, `Dim.AUTO`)",
-        page="failures/constant_tensors",
+        page="constant_tensors",
     ),
     # ---------------------------------------------------------------- pytrees
     Entry(
@@ -269,7 +278,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("export",),
         means="a transformers cache object is returned",
         fix="`use_cache=False`, or register the cache classes as pytrees",
-        page="failures/strict_vs_non_strict",
+        page="strict_vs_non_strict",
     ),
     Entry(
         id="unflattenable-output",
@@ -283,7 +292,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="`torch.utils._pytree.register_pytree_node` with `serialized_type_name` and "
         "`flatten_with_keys_fn`, `torch.export.register_dataclass`, or a wrapper Module that returns "
         "tensors",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     Entry(
         id="unflattenable-output-strict",
@@ -296,7 +305,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="the same output, seen by TorchDynamo",
         fix="`register_pytree_node` with `serialized_type_name` and `flatten_with_keys_fn`, "
         "`torch.export.register_dataclass`, or a wrapper Module that returns tensors",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     Entry(
         id="unsupported-input-type",
@@ -309,7 +318,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="an argument is an object of a class that is not registered as a pytree node",
         fix="`torch.export.register_dataclass` (or `register_pytree_node`) for the input class; values "
         "that change at run time must be tensors",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     Entry(
         id="unsupported-input-type-strict",
@@ -321,7 +330,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("strict",),
         means="the same input, seen by TorchDynamo",
         fix="`torch.export.register_dataclass` (or `register_pytree_node`) for the input class",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     Entry(
         id="missing-flatten-with-keys",
@@ -335,7 +344,7 @@ ENTRIES: tuple[Entry, ...] = (
         "export passes, but whatever names leaves by their path (parity checks, this book's among "
         "them) fails",
         fix="register it with `flatten_with_keys_fn`, or use `torch.export.register_dataclass`",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     Entry(
         id="pytree-serialization-name",
@@ -347,7 +356,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("save-load",),
         means="a pytree node was registered without `serialized_type_name`, so the program cannot be saved",
         fix="register it with `serialized_type_name` (`register_pytree_node(..., serialized_type_name=...)`)",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     # ---------------------------------------------------------------- code export rejects
     Entry(
@@ -361,7 +370,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("callable",),
         means="a bound method (a predictor's `_predict`) or a function was passed instead of a Module",
         fix="a wrapper `nn.Module` whose `forward` calls it",
-        page="failures/non_module_callables",
+        page="non_module_callables",
     ),
     Entry(
         id="tolist-float",
@@ -374,7 +383,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="float values leave the graph as Python numbers",
         fix="keep the values as tensors (`torch.where`, tensor arithmetic) instead of `.tolist()`, or "
         "export non-strict",
-        page="failures/graph_breaks",
+        page="graph_breaks",
     ),
     Entry(
         id="skipped-function",
@@ -387,7 +396,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="`forward` calls Python introspection (`inspect.stack()`) or another function Dynamo "
         "does not trace",
         fix="remove it from `forward`, or export non-strict (which runs it once and bakes its result in)",
-        page="failures/graph_breaks",
+        page="graph_breaks",
     ),
     Entry(
         id="numpy-in-forward",
@@ -401,7 +410,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="`torch` operations instead of NumPy; or wrap the NumPy function in a "
         "`torch.library.custom_op` with a fake kernel (see the custom-operators page); strict export "
         "(`strict=True`) traces simple NumPy calls, not loops whose length depends on the data",
-        page="failures/graph_breaks",
+        page="graph_breaks",
     ),
     Entry(
         id="constant-mutated",
@@ -413,7 +422,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("decompose",),
         means="`forward` mutates a tensor that is a plain attribute or a global, not a buffer",
         fix="`register_buffer`, or `.clone()` before mutating",
-        page="failures/frozen_storage_and_mutation",
+        page="frozen_storage_and_mutation",
     ),
     # ---------------------------------------------------------------- custom operators
     Entry(
@@ -428,7 +437,7 @@ ENTRIES: tuple[Entry, ...] = (
         "what its outputs look like",
         fix="`register_fake` (`@my_op.register_fake` or `torch.library.register_fake`); an output size "
         "that depends on the data comes from `torch.library.get_ctx().new_dynamic_size()`",
-        page="failures/custom_operators",
+        page="custom_operators",
     ),
     Entry(
         id="operator-without-fake",
@@ -445,7 +454,7 @@ ENTRIES: tuple[Entry, ...] = (
         "has a kernel but no fake kernel, so export cannot trace a call to it",
         fix='`torch.library.register_fake("my_lib::my_op")` from Python (or `m.impl(..., Meta)` in '
         "C++), tested with `torch.library.opcheck`",
-        page="failures/custom_operators",
+        page="custom_operators",
     ),
     Entry(
         id="wrong-fake-kernel",
@@ -457,7 +466,7 @@ ENTRIES: tuple[Entry, ...] = (
         "and a Python run of the program raise nothing, code compiled from the promise (AOTInductor) "
         "computes wrong results",
         fix="correct the fake kernel; test each one with `torch.library.opcheck(op, args)`",
-        page="failures/custom_operators",
+        page="custom_operators",
     ),
     # ---------------------------------------------------------------- loops
     Entry(
@@ -472,7 +481,7 @@ ENTRIES: tuple[Entry, ...] = (
         "a list that grows each step (`torch.cat`) breaks that",
         fix="carry a fixed-size buffer (e.g. `MAX_STEPS` tokens) plus a step count, write step `i` with "
         "`torch.where`, and trim after the loop",
-        page="failures/control_flow_operators",
+        page="control_flow_operators",
     ),
     Entry(
         id="loop-aliasing",
@@ -485,7 +494,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="the body (or a `torch.cond` branch) returns a carried input unchanged, or a view of it",
         fix="return a new tensor (`.clone()`), or stop carrying a value the body does not change "
         "(read it from the enclosing scope instead)",
-        page="failures/control_flow_operators",
+        page="control_flow_operators",
     ),
     Entry(
         id="loop-input-mutation",
@@ -497,7 +506,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("eager", "export", "strict"),
         means="the body (or a `torch.cond` branch) changes a carried input in place (`add_`, `x[i] = ...`)",
         fix="compute a new tensor (`x + 1`, `torch.where`), or write into a `.clone()`",
-        page="failures/control_flow_operators",
+        page="control_flow_operators",
     ),
     Entry(
         id="loop-condition-not-scalar",
@@ -509,7 +518,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("eager", "export", "strict"),
         means="`cond_fn` returned a tensor with more than one element (one flag per row of a batch)",
         fix="reduce it to one flag: `.all()`, `.any()`, or `(i < n) & ~done.all()`",
-        page="failures/control_flow_operators",
+        page="control_flow_operators",
     ),
     Entry(
         id="loop-counter-index",
@@ -525,7 +534,7 @@ ENTRIES: tuple[Entry, ...] = (
         "Python integer inside the body; the program runs, but its integer arithmetic (`sym_sum`) cannot "
         "be serialized and decomposing it asks whether the index is negative",
         fix="write with a mask instead of an index: `torch.where(torch.arange(n) == i, value, buffer)`",
-        page="failures/control_flow_operators",
+        page="control_flow_operators",
     ),
     # ---------------------------------------------------------------- running the program
     Entry(
@@ -540,7 +549,7 @@ ENTRIES: tuple[Entry, ...] = (
         "kernel's bound (torchvision's `nms` assumes at least 2 boxes)",
         fix="give inputs that meet it, or correct the assumption (a fake kernel with "
         "`ctx.new_dynamic_size(min=0)`, registered with `torch.library.register_fake`)",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     Entry(
         id="size-pinned-by-int",
@@ -555,7 +564,7 @@ ENTRIES: tuple[Entry, ...] = (
         "export used the example's value and guards it, while the dimension's range still says any size",
         fix="keep the arithmetic on the symbolic size: `x.shape[-2] // 2` (floor division) instead of "
         "`int()` of a division",
-        page="failures/dynamic_shape_hazards",
+        page="dynamic_shape_hazards",
     ),
     Entry(
         id="derived-dim-guard",
@@ -571,7 +580,7 @@ ENTRIES: tuple[Entry, ...] = (
         "in an unreadable guard",
         fix="pad or crop the input to the multiple before calling; `torch._check(x.shape[2] % 32 == 0)` "
         "in the model gives a readable guard",
-        page="failures/dynamic_shape_hazards",
+        page="dynamic_shape_hazards",
     ),
     Entry(
         id="static-dim-guard",
@@ -584,7 +593,7 @@ ENTRIES: tuple[Entry, ...] = (
         stages=("run",),
         means="the program was exported with a static size (here a batch of 2) and called with another",
         fix='`dynamic_shapes` with `Dim("batch", min=..., max=...)`',
-        page="failures/static_shapes_and_dynamic_dims",
+        page="static_shapes_and_dynamic_dims",
     ),
     Entry(
         id="baked-argument-guard",
@@ -598,7 +607,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="a Python argument was baked in at export; another value was passed",
         fix="export one program per value, or pass the value as a tensor (a 0-d `torch.tensor(value)`) so "
         "that it becomes an input of the graph",
-        page="failures/non_module_callables",
+        page="non_module_callables",
     ),
     Entry(
         id="kwarg-mismatch",
@@ -611,7 +620,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="it is called with arguments laid out differently from the export call",
         fix="call it as it was exported (the same arguments by position and by keyword; "
         "`ep.call_spec.in_spec` shows the layout)",
-        page="failures/non_module_callables",
+        page="non_module_callables",
     ),
     # ---------------------------------------------------------------- problems that raise nothing
     Entry(
@@ -625,7 +634,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix='declare it with a named `Dim("name", min=2)` (or a `ShapeVar` in a `ShapesSpec`, '
         "`torch.fx.experimental.dynamic_spec`, which never specializes): export then fails with the line "
         "that fixes the size; change that line, or accept the static size",
-        page="failures/static_shapes_and_dynamic_dims",
+        page="static_shapes_and_dynamic_dims",
     ),
     Entry(
         id="size-one-branch",
@@ -638,7 +647,7 @@ ENTRIES: tuple[Entry, ...] = (
         "something else than eager (`torch._check(x.shape[0] != 1)` is dropped too)",
         fix="keep the branch out of the exported model (do it in the caller), or `torch.cond(x.shape[0] "
         "== 1, ...)` when both branches return the same shape",
-        page="failures/dynamic_shape_hazards",
+        page="dynamic_shape_hazards",
     ),
     Entry(
         id="dropped-input-check",
@@ -650,7 +659,7 @@ ENTRIES: tuple[Entry, ...] = (
         "raises in eager mode: the exported program accepts inputs eager rejects",
         fix="`torch._check_tensor_all(condition, message)` or `torch._assert_async(condition, message)` "
         "keep a check on tensor values in the graph; `torch._check` one on sizes",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     Entry(
         id="load-needs-registration",
@@ -666,7 +675,7 @@ ENTRIES: tuple[Entry, ...] = (
         "can import",
         fix="define the operators and classes in a module, import it before `torch.export.load` (or "
         "`torch.ops.load_library` for a C++ library); or return plain tensors, tuples and dicts",
-        page="failures/pytree_outputs",
+        page="pytree_outputs",
     ),
     Entry(
         id="training-mode-baked",
@@ -678,7 +687,7 @@ ENTRIES: tuple[Entry, ...] = (
         "`if self.training:` augmentation, batch-norm statistics) and the program keeps it; "
         "`program.module().eval()` raises `NotImplementedError`",
         fix="`model.eval()` before `torch.export.export`; export one program per mode if both are needed",
-        page="failures/strict_vs_non_strict",
+        page="strict_vs_non_strict",
     ),
     Entry(
         id="parity-mismatch",
@@ -691,7 +700,7 @@ ENTRIES: tuple[Entry, ...] = (
         "the example",
         fix="find the value that became a constant (`ep.graph` shows it; strict export or `draft_export` "
         "names the line), keep it a tensor, or move it out of `forward`",
-        page="failures/graph_breaks",
+        page="graph_breaks",
     ),
     Entry(
         id="device-baked",
@@ -710,7 +719,7 @@ ENTRIES: tuple[Entry, ...] = (
         "buffers, not those",
         fix="`torch.export.passes.move_to_device_pass(program, device)` (it changes the program it is "
         "given), or export on the device the program will run on",
-        page="failures/exported_program_input_checks",
+        page="exported_program_input_checks",
     ),
     Entry(
         id="exported-program-input-checks",
@@ -725,7 +734,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="`torch.ops.aten._assert_tensor_metadata.default(x, dtype=...)` keeps a dtype check in the "
         "graph (`torch._check` does not); or ship a wrapper around `ExportedProgram.module()` that "
         "re-runs the checks",
-        page="failures/exported_program_input_checks",
+        page="exported_program_input_checks",
     ),
     Entry(
         id="restrictive-runtime-assert",
@@ -738,7 +747,7 @@ ENTRIES: tuple[Entry, ...] = (
         "elements there fail at run time",
         fix="a fake kernel that allows empty results: `torch.library.register_fake` with "
         "`ctx.new_dynamic_size(min=0)`; or, if the bound is yours (`torch._check`), nothing to do",
-        page="failures/data_dependent_guards",
+        page="data_dependent_guards",
     ),
     Entry(
         id="aoti-unchecked-inputs",
@@ -752,7 +761,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="`AOTI_RUNTIME_CHECK_INPUTS=1` in the serving process before the package's first call "
         "(`run_aoti` sets it), or `CheckedProgram(program, run=package, contiguous_only=True)` in front "
         "of the package",
-        page="shipping/side_by_side",
+        page="side_by_side",
     ),
     Entry(
         id="aoti-size-one-refused",
@@ -769,7 +778,7 @@ ENTRIES: tuple[Entry, ...] = (
         "of one image is refused",
         fix="leave `AOTI_RUNTIME_CHECK_INPUTS` unset and check inputs against the exported range with "
         "`CheckedProgram(program, run=package, contiguous_only=True)`",
-        page="shipping/side_by_side",
+        page="side_by_side",
     ),
     Entry(
         id="tensorrt-unsupported-ops",
@@ -781,7 +790,7 @@ ENTRIES: tuple[Entry, ...] = (
         "PyTorch between TensorRT engines",
         fix="accept the fallback (`torch_executed_ops`, `min_block_size`), replace the operator, or write "
         "a plugin (`torch_tensorrt.dynamo.conversion.plugins.custom_op`)",
-        page="backends/exported_program_to_engine",
+        page="exported_program_to_engine",
     ),
     # ---------------------------------------------------------------- building TensorRT engines
     Entry(
@@ -797,7 +806,7 @@ ENTRIES: tuple[Entry, ...] = (
         "convertible",
         fix="`fallback_data_dependent_ops=True` runs such operators in PyTorch (or name them in "
         "`torch_executed_ops`)",
-        page="case_studies/faster_rcnn_dynamic_hw",
+        page="faster_rcnn_dynamic_hw",
     ),
     Entry(
         id="tensorrt-symbolic-split",
@@ -810,7 +819,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="`tensor.split(sizes)` where the sizes are symbols (one piece per image, per level); the "
         "converter takes only fixed sizes",
         fix="`torch_executed_ops={torch.ops.aten.split_with_sizes.default}` runs the split in PyTorch",
-        page="case_studies/faster_rcnn_dynamic_hw",
+        page="faster_rcnn_dynamic_hw",
     ),
     Entry(
         id="tensorrt-symbolic-fill",
@@ -824,7 +833,7 @@ ENTRIES: tuple[Entry, ...] = (
         means="the program makes a tensor from a size it computed (`torch.full([], n)`, "
         "`torch.tensor(x.shape[0])`); the converter needs a Python number as the fill value",
         fix="`torch_executed_ops={torch.ops.aten.full.default}` runs it in PyTorch",
-        page="case_studies/faster_rcnn_dynamic_hw",
+        page="faster_rcnn_dynamic_hw",
     ),
     Entry(
         id="tensorrt-1d-topk",
@@ -839,7 +848,7 @@ ENTRIES: tuple[Entry, ...] = (
         'gives it one. "Could not get tensor shape." has other causes too: the builder\'s log line '
         "tells them apart",
         fix="`torch_executed_ops={torch.ops.aten.topk.default}` runs the `topk` in PyTorch",
-        page="case_studies/deformable_detr_export",
+        page="deformable_detr_export",
     ),
     Entry(
         id="tensorrt-negative-start-slice",
@@ -856,7 +865,7 @@ ENTRIES: tuple[Entry, ...] = (
         "that other axis at its size + 1, so TensorRT proves its length negative",
         fix="read the row by index (`y[:, -1].unsqueeze(1)`), or run the slices in PyTorch "
         "(`torch_executed_ops={torch.ops.aten.slice.Tensor}`)",
-        page="case_studies/deformable_detr_export",
+        page="deformable_detr_export",
     ),
     Entry(
         id="tensorrt-constant-query-attention",
@@ -873,7 +882,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="pass `scale=head_dim ** -0.5` to `scaled_dot_product_attention`; `nn.MultiheadAttention` "
         "passes none, so there run it in PyTorch "
         "(`torch_executed_ops={torch.ops.aten.scaled_dot_product_attention.default}`)",
-        page="case_studies/deformable_detr_export",
+        page="deformable_detr_export",
     ),
     Entry(
         id="tensorrt-opt-clash",
@@ -890,7 +899,7 @@ ENTRIES: tuple[Entry, ...] = (
         "reshape that relates them would change the number of elements",
         fix="run the reshape in PyTorch (`torch_executed_ops={torch.ops.aten._reshape_copy.default}`), "
         "or compute the expression inside the block so that it takes the count once",
-        page="case_studies/faster_rcnn_dynamic_hw",
+        page="faster_rcnn_dynamic_hw",
     ),
     Entry(
         id="tensorrt-strided-slice-write",
@@ -905,7 +914,7 @@ ENTRIES: tuple[Entry, ...] = (
         "2**63 - 1; Torch-TensorRT 2.14's converter lists the written indices with "
         "`numpy.arange(start, end, step)` and does not clamp that end to the dimension",
         fix="`torch_executed_ops={torch.ops.aten.slice_scatter.default}` runs the write in PyTorch",
-        page="case_studies/detectron2_mask_rcnn",
+        page="detectron2_mask_rcnn",
     ),
     Entry(
         id="tensorrt-copy-at-block-edge",
@@ -922,7 +931,7 @@ ENTRIES: tuple[Entry, ...] = (
         "and that one takes no dynamic shapes. Moving an operator to PyTorch can put a cast there",
         fix="move fewer operators to PyTorch (only those the build refused), or add "
         "`torch.ops.aten._to_copy.default` to `torch_executed_ops`",
-        page="case_studies/detection_zoo_tensorrt",
+        page="detection_zoo_tensorrt",
     ),
     Entry(
         id="tensorrt-made-up-profile",
@@ -936,7 +945,7 @@ ENTRIES: tuple[Entry, ...] = (
         fix="bound the count in the model (`torch._check(count <= bound)`) for the top; zero stays "
         "outside on Torch-TensorRT 2.14, so empty results must be served without those engines "
         "(the ops after the operator in `torch_executed_ops`)",
-        page="case_studies/faster_rcnn_dynamic_hw",
+        page="faster_rcnn_dynamic_hw",
     ),
 )
 
@@ -945,7 +954,7 @@ if len(BY_ID) != len(ENTRIES):
     raise ValueError("two catalog entries share an id")
 
 # Where an error the catalog does not know is sent, with the generic next steps.
-PLAYBOOK_PAGE = "playbook/debugging_playbook"
+PLAYBOOK_PAGE = "debugging_playbook"
 
 
 def classify(error: BaseException, stage: str) -> Entry | None:
@@ -968,7 +977,7 @@ def entry(entry_id: str) -> Entry:
 
 
 def _doc_link(page: str, label: str | None) -> str:
-    return f"{{ref}}`{label}`" if label else f"{{doc}}`/{page}`"
+    return f"{{ref}}`{label}`" if label else f"{{doc}}`/{toc.docname(page)}`"
 
 
 def playbook_entry(item: Entry) -> str:

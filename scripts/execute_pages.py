@@ -19,7 +19,7 @@ Sphinx then finds every page in the cache and executes nothing. Two details:
   sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
   timeout fails here first, while there is still room to split or slim it.
 
-The build report (``about/build_report.md``) shows those timings, so it executes last, after every
+The build report (the page ``build_report``) shows those timings, so it executes last, after every
 other page, and on every build.
 
 Usage: ``python scripts/execute_pages.py [--jobs N] [--dry-run]``. ``make build`` runs it after
@@ -43,18 +43,20 @@ from pathlib import Path
 
 from casebook import REPO_ROOT
 from casebook.build_times import (
+    BUILD_REPORT_PAGE,
     PAGE_ENV,
     PageRun,
     engine_log_path,
     load_page_times,
     over_budget,
     prior_page_seconds,
+    recorded_runs_path,
     save_page_times,
     share_cores,
 )
 
-# Pages whose outputs describe the build itself: executed after all others, on every build.
-RUN_LAST = ("about/build_report",)
+# Pages whose outputs describe the build itself, by page name: executed after all others, on every build.
+RUN_LAST = (BUILD_REPORT_PAGE,)
 # myst-nb's name for its own reader of MyST-markdown notebooks, recorded with each cached page.
 MYST_NB_READ_FORMAT = {"type": "plugin", "name": "myst_nb_md"}
 
@@ -64,6 +66,15 @@ class Page:
     docname: str  # as in _toc.yml: "case_studies/torchvision_detection_zoo"
     path: Path
     name: str  # the path relative to the book's folder, as page_times.json records it
+
+    @property
+    def page_name(self) -> str:
+        """The page's file name without folder or suffix: how the book names a page wherever it lives."""
+        return self.docname.rsplit("/", 1)[-1]
+
+    @property
+    def runs_last(self) -> bool:
+        return self.page_name in RUN_LAST
 
 
 def book_settings(root: Path) -> dict:
@@ -91,14 +102,15 @@ def is_notebook(path: Path) -> bool:
 
 def toc_pages(root: Path) -> list[Page]:
     """The pages of the book's table of contents that myst-nb treats as notebooks."""
-    from sphinx_external_toc.parsing import parse_toc_yaml
+    from casebook import toc
 
-    toc = root / "_toc.yml"
-    if not toc.is_file():
-        raise SystemExit(f"execute_pages: no table of contents at {toc}; run from a Jupyter Book folder")
+    try:
+        docnames = toc.docnames(root)
+    except toc.TocError as error:
+        raise SystemExit(f"execute_pages: {error}") from error
     pages = []
-    for docname in parse_toc_yaml(toc):
-        for suffix in (".md", ".ipynb"):
+    for docname in docnames:
+        for suffix in toc.SUFFIXES:
             path = root / f"{docname}{suffix}"
             if path.is_file():
                 break
@@ -221,7 +233,8 @@ def schedule(
     """Longest first, RUN_LAST pages at the end.
 
     A page's length is its last time in ``_build/page_times.json``, else its time in the latest
-    recorded CI run (`priors`, for a fresh clone), else unknown, which counts as long. With the
+    recorded CI run (`priors`, by page name, for a fresh clone: a page moved since that run keeps
+    its time), else unknown, which counts as long. With the
     longest pages started first, two workers finish close together; a long page started last would
     run alone at the end.
     """
@@ -229,10 +242,10 @@ def schedule(
 
     def last_seconds(page: Page) -> float:
         run = times.get(page.name)
-        return run.seconds if run is not None else priors.get(page.name, float("inf"))
+        return run.seconds if run is not None else priors.get(page.page_name, float("inf"))
 
-    ordinary = sorted((p for p in pending if p.docname not in RUN_LAST), key=last_seconds, reverse=True)
-    return ordinary + [p for p in pending if p.docname in RUN_LAST]
+    ordinary = sorted((p for p in pending if not p.runs_last), key=last_seconds, reverse=True)
+    return ordinary + [p for p in pending if p.runs_last]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,9 +280,11 @@ def main(argv: list[str] | None = None) -> int:
             cached = cache.match_cache_notebook(notebook)
         except KeyError:  # jupyter-cache's way of saying "no cached run of this notebook"
             pass
-        if cached is None or page.docname in RUN_LAST:
+        if cached is None or page.runs_last:
             pending.append(page)
-    order = schedule(pending, times, prior_page_seconds(root / "about" / "build_runs.json"))
+    # A book without the build report's page (a test's fixture book) has no recorded runs.
+    has_report = any(page.page_name == BUILD_REPORT_PAGE for page in pages)
+    order = schedule(pending, times, prior_page_seconds(recorded_runs_path(root)) if has_report else {})
     openmp_wait = share_cores(args.jobs)  # before the workers start: their kernels inherit it
     print(
         f"execute_pages: {len(order)} of {len(notebooks)} pages to execute, {args.jobs} at a time"
@@ -302,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         # Submitted one by one as workers free up, so that "start" is when a page really starts.
-        queue = [p for p in order if p.docname not in RUN_LAST]
-        last = [p for p in order if p.docname in RUN_LAST]
+        queue = [p for p in order if not p.runs_last]
+        last = [p for p in order if p.runs_last]
         running = {}
         while queue or running:
             while queue and len(running) < args.jobs:
@@ -346,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                     times[page.name] = run
                     executed_now.add(page.name)
                     save_page_times(times, times_path)
-                    if page.docname in RUN_LAST:
+                    if page.runs_last:
                         page.path.touch()  # Sphinx re-reads a page only when its source is newer
                     print(
                         f"  done   {page.name}: {seconds:.0f} s, {cpu_seconds:.0f} CPU-s "

@@ -17,7 +17,7 @@ ruff="$BIN/ruff"
 failed=()
 for page in "${pages[@]}"; do
     if [ ! -f "$page" ]; then
-        echo "lint_pages: no such page: $page (give paths of MyST-markdown pages, e.g. failures/graph_breaks.md)" >&2
+        echo "lint_pages: no such page: $page (give paths of MyST-markdown pages, e.g. notebooks/graph_breaks.md)" >&2
         exit 2
     fi
     if [ "$fix" = yes ]; then

@@ -119,9 +119,9 @@ def digest(modules: set[str]) -> str:
 
 def pages() -> list[Path]:
     """The Markdown pages of the table of contents (``_toc.yml``)."""
-    from sphinx_external_toc.parsing import parse_toc_yaml
+    from casebook import toc
 
-    found = (REPO_ROOT / f"{docname}.md" for docname in parse_toc_yaml(REPO_ROOT / "_toc.yml"))
+    found = (REPO_ROOT / f"{docname}.md" for docname in toc.docnames(REPO_ROOT))
     return sorted(path for path in found if path.is_file())
 
 

@@ -1,30 +1,23 @@
-"""Where the book's pages are: the repository root and the pages listed in `_toc.yml`."""
+"""Where the book's pages are (through `casebook.toc`, which reads `_toc.yml`), and Markdown text
+outside fenced blocks."""
 
 import re
+import shutil
 from pathlib import Path
 
-import yaml
+from casebook import REPO_ROOT, toc
 
-from casebook import REPO_ROOT
-
-
-def _toc_files(entry) -> list[str]:
-    files = [entry["file"]] if "file" in entry else []
-    for key in ("parts", "chapters", "sections"):
-        for child in entry.get(key, []):
-            files += _toc_files(child)
-    return files
+__all__ = ["REPO_ROOT", "outside_fences", "page_source", "toc_pages"]
 
 
 def toc_pages() -> list[str]:
-    """Every page of the book, as paths without suffix relative to the repository root."""
-    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
-    return [toc["root"], *_toc_files(toc)]
+    """Every page of the book, as docnames ("notebooks/pytree_outputs"), in the TOC's order."""
+    return toc.docnames()
 
 
 def page_source(page: str) -> Path:
-    """The source file (.md or .ipynb) of a TOC page."""
-    return next(REPO_ROOT.glob(f"{page}.*"))
+    """The source file (.md or .ipynb) of a page, given by name or docname."""
+    return toc.source(page)
 
 
 _FENCE = re.compile(r"(`{3,}|~{3,})")
@@ -46,3 +39,19 @@ def outside_fences(text: str) -> list[str]:
         elif set(stripped) == {fence[0]} and len(stripped) >= len(fence):
             fence = None
     return kept
+
+
+def fixture_book_config(book: Path, config: str | None = None) -> None:
+    """Give a fixture book at `book` the real book's configuration: `_config.yml` (or `config`, a
+    changed copy of its text), its bibliography files and `_static/`. The earlier addresses that
+    redirect are left out: they name pages a fixture book does not have."""
+    import yaml
+
+    settings = yaml.safe_load(config if config is not None else (REPO_ROOT / "_config.yml").read_text())
+    settings["sphinx"]["config"].pop("earlier_addresses", None)
+    book.mkdir(parents=True, exist_ok=True)
+    (book / "_config.yml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    for bibfile in settings.get("bibtex_bibfiles", []):
+        (book / bibfile).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / bibfile, book / bibfile)
+    shutil.copytree(REPO_ROOT / "_static", book / "_static")  # the favicon and the book's CSS

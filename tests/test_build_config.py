@@ -6,11 +6,12 @@ project's own `_config.yml` and the Makefile's own Jupyter Book flags (`make boo
 check both sides: a raising cell fails the build, and the same cell tagged `raises-exception` builds.
 """
 
-import shutil
 import subprocess
 import textwrap
 
 import pytest
+
+from booklayout import fixture_book_config
 
 NOTEBOOK_HEADER = textwrap.dedent(
     """\
@@ -50,10 +51,7 @@ ASSERTING_CELL = textwrap.dedent(
 
 def _build_fixture_book(repo_root, tmp_path, cells: str) -> subprocess.CompletedProcess:
     book = tmp_path / "book"
-    (book / "reference").mkdir(parents=True)
-    shutil.copy(repo_root / "_config.yml", book / "_config.yml")
-    shutil.copy(repo_root / "reference" / "references.bib", book / "reference" / "references.bib")
-    shutil.copytree(repo_root / "_static", book / "_static")  # the favicon and the book's CSS
+    fixture_book_config(book)
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     (book / "page.md").write_text(NOTEBOOK_HEADER + cells)
     return subprocess.run(

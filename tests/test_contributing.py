@@ -8,6 +8,7 @@ skipped.
 """
 
 import re
+import subprocess
 
 from booklayout import outside_fences
 from casebook import REPO_ROOT
@@ -82,3 +83,16 @@ def test_every_path_in_contributing_exists():
 def test_readme_links_to_contributing():
     readme = README.read_text(encoding="utf-8")
     assert "](CONTRIBUTING.md)" in readme, "README.md must link to [CONTRIBUTING.md](CONTRIBUTING.md)"
+
+
+def test_the_readme_layout_is_the_top_level_one_line_a_folder():
+    readme = README.read_text(encoding="utf-8")
+    table = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    named = {path.rstrip("/") for row in rows for path in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
+    assert all("/" not in path.rstrip("/") for path in named), f"the layout table names nested paths: {named}"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    folders = {line.split("/", 1)[0] for line in tracked.stdout.splitlines() if "/" in line}
+    missing = sorted(folder for folder in folders if not folder.startswith(".") and folder not in named)
+    assert not missing, f"README.md's layout table has no line for {missing}: add one line a folder"
+    assert {"book", "notebooks", "case_studies"} <= named

@@ -16,6 +16,7 @@ from doctor_cases import REPRODUCTIONS
 from torch import nn
 from torch.export import Dim
 
+from casebook import toc
 from casebook.doctor import DoctorUsageError, diagnose
 from casebook.doctor.__main__ import main
 from casebook.doctor.branches import branch_site
@@ -118,22 +119,20 @@ def test_check_inputs_compare_every_input_with_eager():
 
 
 def test_report_renders_as_text_markdown_and_json():
+    GUARDS_PAGE = toc.docname("data_dependent_guards")  # noqa: N806
     report = diagnose(**REPRODUCTIONS["data-dependent-guard"]())
     text = str(report)
     assert text.startswith("KeepIfEnough: 1 finding (")
     assert "1. [data-dependent-guard] Python branches on a value known only at run time" in text
-    assert (
-        "   read: failures/data_dependent_guards" in text
-        and "`" not in text.split("Steps:")[0].split("fix:")[1]
-    )
+    assert f"   read: {GUARDS_PAGE}" in text and "`" not in text.split("Steps:")[0].split("fix:")[1]
     markdown = report._repr_markdown_()
     assert "1. `data-dependent-guard`: **Python branches on a value known only at run time**" in markdown
-    assert "   - read: [failures/data_dependent_guards](/failures/data_dependent_guards.md)" in markdown
+    assert f"   - read: [{GUARDS_PAGE}](/{GUARDS_PAGE}.md)" in markdown
     assert "```text" in markdown
     data = json.loads(report.to_json())
     assert data["ok"] is False and data["model"] == "KeepIfEnough"
     (finding,) = data["findings"]
-    assert finding["kind"] == "data-dependent-guard" and finding["page"] == "failures/data_dependent_guards"
+    assert finding["kind"] == "data-dependent-guard" and finding["page"] == GUARDS_PAGE
     assert finding["exception"] == "torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode"
     assert {step["name"] for step in data["steps"]} >= {"eager", "export (non-strict)", "draft_export"}
     assert repr(report) == text

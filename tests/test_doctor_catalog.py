@@ -9,7 +9,7 @@ import pytest
 import torch
 from doctor_cases import CLEAN, REPRODUCTIONS, UNCLASSIFIED, Detections, Pair, ReturnsOwnCache
 
-from casebook import catalog
+from casebook import catalog, toc
 from casebook.doctor import diagnose
 from casebook.pytree_nodes import unregister_nodes
 
@@ -55,7 +55,7 @@ def test_doctor_sends_the_reproduction_to_the_entry_page(entry_id):
     matching = [finding for finding in report.findings if finding.kind == entry_id]
     assert matching, f"expected a {entry_id!r} finding, got {report.kinds()}:\n{report}"
     finding = matching[0]
-    assert finding.page == entry.page
+    assert finding.page == entry.docname
     assert finding.fix == entry.fix and finding.evidence, finding
     assert not report.ok
     unclassified = [f for f in report.findings if f.kind == "unclassified"]
@@ -71,7 +71,7 @@ def test_an_error_outside_the_catalog_is_unclassified_and_sent_to_the_playbook()
     report = diagnose(**UNCLASSIFIED())
     assert report.kinds() == ["unclassified"], report
     finding = report.findings[0]
-    assert finding.page == catalog.PLAYBOOK_PAGE
+    assert finding.page == toc.docname(catalog.PLAYBOOK_PAGE)
     assert "draft_export" in finding.fix and "TORCH_LOGS" in finding.fix and "tlparse" in finding.fix
     assert finding.evidence[0].startswith("RuntimeError: Cannot access data pointer of Tensor")
     assert any("doctor_cases.py" in line and "data_ptr()" in line for line in finding.evidence), (

@@ -1,8 +1,8 @@
 """scripts/execute_pages.py: pages execute in parallel into the cache that Sphinx reads, and the build
 fails on a raising cell or a cell too close to its timeout; casebook.build_times records the runs."""
 
+import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_build_config import NOTEBOOK_HEADER
 
-from booklayout import REPO_ROOT
+from booklayout import REPO_ROOT, fixture_book_config
 from casebook.build_times import (
     PAGE_ENV,
     WAIT_POLICY,
@@ -42,13 +42,10 @@ def _cell(source: str, tags: str = "") -> str:
 
 def _fixture_book(tmp_path: Path, pages: dict[str, str], timeout: int | None = None) -> Path:
     book = tmp_path / "book"
-    (book / "reference").mkdir(parents=True)
     config = (REPO_ROOT / "_config.yml").read_text()
     if timeout is not None:
         config = config.replace("timeout: 900", f"timeout: {timeout}")
-    (book / "_config.yml").write_text(config)
-    shutil.copy(REPO_ROOT / "reference" / "references.bib", book / "reference" / "references.bib")
-    shutil.copytree(REPO_ROOT / "_static", book / "_static")
+    fixture_book_config(book, config)
     names = list(pages)
     chapters = "".join(f"  - file: {name}\n" for name in names[1:])
     (book / "_toc.yml").write_text(
@@ -198,9 +195,9 @@ def _page(name: str, seconds: float) -> execute_pages.Page:
 
 def test_longest_recorded_pages_start_first_and_the_build_report_last():
     times = {"a.md": PageRun("a.md", 10, [10]), "b.md": PageRun("b.md", 300, [300])}
-    pending = [_page("about/build_report", 5), _page("a", 10), _page("new", 0), _page("b", 300)]
+    pending = [_page("book/about/build_report", 5), _page("a", 10), _page("new", 0), _page("b", 300)]
     order = [page.docname for page in execute_pages.schedule(pending, times)]
-    assert order == ["new", "b", "a", "about/build_report"]  # never timed counts as long
+    assert order == ["new", "b", "a", "book/about/build_report"]  # never timed counts as long
 
 
 def test_the_longest_cell_and_the_budget():
@@ -226,7 +223,7 @@ def test_page_times_round_trip_and_table(tmp_path):
 
 
 def test_a_fresh_clone_orders_pages_by_the_latest_recorded_run():
-    priors = {"a.md": 50.0, "b.md": 500.0}
+    priors = {"a": 50.0, "b": 500.0}
     order = execute_pages.schedule([_page("a", 0), _page("b", 0), _page("c", 0)], {}, priors)
     assert [page.docname for page in order] == ["c", "b", "a"]
     # This build's own times win over the recorded run.
@@ -236,13 +233,24 @@ def test_a_fresh_clone_orders_pages_by_the_latest_recorded_run():
     assert [page.docname for page in order] == ["a", "b"]
 
 
+def test_a_page_moved_since_the_recorded_run_keeps_its_recorded_time(tmp_path):
+    runs = tmp_path / "build_runs.json"
+    runs.write_text(json.dumps({"runs": [{"page seconds": {"failures/a.md": 50, "case_studies/b.md": 500}}]}))
+    priors = prior_page_seconds(runs)
+    assert priors == {"a": 50, "b": 500}
+    order = execute_pages.schedule([_page("notebooks/a", 0), _page("case_studies/b", 0)], {}, priors)
+    assert [page.docname for page in order] == ["case_studies/b", "notebooks/a"]
+
+
 def test_the_recorded_runs_render_and_give_page_times():
     # A page missing from the latest recorded run is fine (a new page): the schedule counts it as
     # long and starts it first (test_a_fresh_clone_orders_pages_by_the_latest_recorded_run).
     runs = recorded_runs()
     assert runs and all({"date", "change", "outcome", "total (min)"} <= set(run) for run in runs)
     priors = prior_page_seconds()
-    assert priors and all(page.endswith(".md") and seconds > 0 for page, seconds in priors.items())
+    assert priors and all(
+        "/" not in page and "." not in page and seconds > 0 for page, seconds in priors.items()
+    )
     table = runs_table(runs)
     assert len(table) == len(runs) and "total (min)" in table.columns
     assert set(table["machine"]) <= {"", "quiet", "slowed 2x"}, set(table["machine"])
@@ -259,7 +267,7 @@ def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_pa
     assert path == engine_log_path("case_studies/faster_rcnn_dynamic_hw.md", tmp_path)
     assert path.name == "case_studies__faster_rcnn_dynamic_hw.jsonl"
     record_engine_build({"seconds": 60.5, "engines": 10, "failed": 1, "peak_rss_mb": 1450}, tmp_path)
-    monkeypatch.setenv(PAGE_ENV, "backends/exported_program_to_engine.md")
+    monkeypatch.setenv(PAGE_ENV, "book/backends/exported_program_to_engine.md")
     record_engine_build({"seconds": 9.0, "engines": 1, "failed": 0, "peak_rss_mb": 1000}, tmp_path)
 
     table = engine_builds_table(tmp_path).set_index("page")
@@ -268,7 +276,7 @@ def test_engine_builds_are_recorded_per_page_and_only_inside_a_book_build(tmp_pa
     assert detector["blocks failed"] == 5 and detector["peak GB"] == round(1450 / 1024, 2)
     assert list(table.index) == [
         "case_studies/faster_rcnn_dynamic_hw.md",
-        "backends/exported_program_to_engine.md",
+        "book/backends/exported_program_to_engine.md",
     ]
     # records without CPU time (written before builds reported it): no share of the wall time
     assert table["CPU seconds"].isna().all() and engine_builds_wall_minutes(table, 2) is None
@@ -279,7 +287,7 @@ def test_engine_builds_cpu_seconds_give_their_share_of_the_wall_time(tmp_path, m
     for cpu in (50.0, 10.0):
         build = {"seconds": 30.0, "cpu_seconds": cpu, "engines": 3, "failed": 1, "peak_rss_mb": 1500}
         record_engine_build(build, tmp_path)
-    monkeypatch.setenv(PAGE_ENV, "backends/lowering_tensorrt.md")
+    monkeypatch.setenv(PAGE_ENV, "book/backends/lowering_tensorrt.md")
     record_engine_build(
         {"seconds": 5.0, "cpu_seconds": 60.0, "engines": 1, "failed": 0, "peak_rss_mb": 900}, tmp_path
     )

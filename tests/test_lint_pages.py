@@ -5,10 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from booklayout import REPO_ROOT
+from booklayout import REPO_ROOT, page_source
 
 SCRIPT = REPO_ROOT / "scripts" / "lint_pages.sh"
-HEADER = (REPO_ROOT / "failures" / "graph_breaks.md").read_text().split("\n---\n")[0] + "\n---\n"
+HEADER = page_source("graph_breaks").read_text().split("\n---\n")[0] + "\n---\n"
 
 
 def lint(*args: str) -> subprocess.CompletedProcess:

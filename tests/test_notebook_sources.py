@@ -21,7 +21,7 @@ def test_notebooks_are_committed_as_text_without_outputs():
 def test_the_introduction_links_every_page_of_the_table_of_contents():
     # The intro is where a reader picks a page: a page added to _toc.yml and not to the intro is
     # one they never hear of.
-    intro = REPO_ROOT / "intro.md"
+    intro = page_source(toc_pages()[0])
     targets = re.findall(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`", intro.read_text())
     # A {doc} target starting with / is relative to the book's root, any other to the intro's folder.
     linked = {
@@ -32,4 +32,4 @@ def test_the_introduction_links_every_page_of_the_table_of_contents():
         for t in targets
     }
     missing = [page for page in toc_pages()[1:] if page not in linked]
-    assert not missing, f"intro.md does not link {missing}: add a {{doc}} link to each"
+    assert not missing, f"{intro.relative_to(REPO_ROOT)} does not link {missing}: add a {{doc}} link to each"

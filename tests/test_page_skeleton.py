@@ -10,15 +10,22 @@ import re
 import pytest
 
 from booklayout import outside_fences, page_source, toc_pages
+from casebook import toc
 
-# Tours show how something works; they reproduce no failure.
-TOURS = {"foundations/export_ir_tour", "backends/exported_program_to_engine"}
+# By page name. Tours show how something works; they reproduce no failure.
+TOURS = {"export_ir_tour", "exported_program_to_engine"}
 # Surveys take many models through the fixes their sibling pages reproduce, read and make: they prove.
-SURVEYS = {"case_studies/torchvision_detection_zoo": ("case_studies/detection_zoo_patches",)}
+SURVEYS = {"torchvision_detection_zoo": ("detection_zoo_patches",)}
+
+
+def name(docname: str) -> str:
+    return docname.rsplit("/", 1)[-1]
+
+
 SKELETON_PAGES = [
     page
-    for page in toc_pages()
-    if page.startswith(("failures/", "case_studies/")) and page not in TOURS and page not in SURVEYS
+    for page in [*toc.part(toc.FAILURES), *toc.part(toc.CASE_STUDIES)]
+    if name(page) not in TOURS and name(page) not in SURVEYS
 ]
 MARKS = ("✓", "✗")
 
@@ -36,12 +43,13 @@ def first_index(titles: list[str], predicate) -> int | None:
 
 
 # Shipping pages walk one route to a deploy target: marks and takeaways, no failure skeleton.
-SHIPPING_PAGES = [page for page in toc_pages() if page.startswith("shipping/") and page != "shipping/index"]
+SHIPPING_PAGES = toc.part(toc.SHIPPING)
+TOUR_PAGES = [page for page in toc_pages() if name(page) in TOURS]
 
 
 @pytest.mark.parametrize(
     "page",
-    [p for p in toc_pages() if p.startswith(("failures/", "case_studies/", "shipping/")) or p in TOURS],
+    [*toc.part(toc.FAILURES), *toc.part(toc.CASE_STUDIES), *SHIPPING_PAGES, *TOUR_PAGES],
 )
 def test_marks_lead_the_heading_one_per_heading(page):
     for _, title in headings(page):
@@ -71,18 +79,18 @@ def test_page_follows_reproduce_read_fix_prove_takeaways(page):
 
 
 def test_tours_and_shipping_pages_end_with_takeaways_too():
-    for page in [*TOURS, *SHIPPING_PAGES]:
+    for page in [*TOUR_PAGES, *SHIPPING_PAGES]:
         level_two = [title for level, title in headings(page) if level == 2]
         assert level_two[-1] == "What to take away", page
 
 
-@pytest.mark.parametrize("page", sorted(SURVEYS))
+@pytest.mark.parametrize("page", [toc.docname(survey) for survey in sorted(SURVEYS)])
 def test_a_survey_proves_ends_with_takeaways_and_links_the_pages_with_its_failures(page):
     titles = [title for _, title in headings(page)]
     assert first_index(titles, lambda t: t.startswith("Prove")) is not None, f"{page} lacks a 'Prove' heading"
     level_two = [title for level, title in headings(page) if level == 2]
     assert level_two[-1] == "What to take away", f"{page} must end with '## What to take away'"
     source = page_source(page).read_text(encoding="utf-8")
-    for sibling in SURVEYS[page]:
-        assert sibling in toc_pages() and sibling in SKELETON_PAGES, sibling
-        assert f"{{doc}}`{sibling.rsplit('/', 1)[-1]}" in source, f"{page} does not link {sibling}"
+    for sibling in SURVEYS[name(page)]:
+        assert toc.docname(sibling) in SKELETON_PAGES, sibling
+        assert f"{{doc}}`{sibling}" in source, f"{page} does not link {sibling}"

@@ -7,14 +7,14 @@ import pytest
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 
-from booklayout import REPO_ROOT
+from booklayout import REPO_ROOT, page_source
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import stale_pages  # noqa: E402
 
 
 def test_a_page_depends_on_what_its_cells_import_transitively():
-    modules = stale_pages.page_modules(REPO_ROOT / "failures" / "graph_breaks.md")
+    modules = stale_pages.page_modules(page_source("graph_breaks"))
     assert {"casebook.logs", "casebook.parity", "casebook.inputs"} <= modules  # parity imports inputs
     assert "casebook.patches.detectron2" not in modules
 
@@ -26,7 +26,7 @@ def test_a_module_named_in_a_string_is_a_dependency():
 
 def test_a_page_with_invalid_code_is_named(tmp_path):
     page = tmp_path / "broken.md"
-    header = (REPO_ROOT / "failures" / "graph_breaks.md").read_text().split("\n---\n")[0] + "\n---\n"
+    header = page_source("graph_breaks").read_text().split("\n---\n")[0] + "\n---\n"
     page.write_text(header + "\n```{code-cell} ipython3\nif\n```\n")
     with pytest.raises(SystemExit, match="broken.md: a code cell is not valid Python"):
         stale_pages.page_modules(page)

@@ -124,7 +124,7 @@ def toolchain_versions(backend: str, example_inputs: Sequence[Any] = ()) -> dict
         versions["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         # The compiler traces the program again, and a convolution's fake kernel asks these switches
         # which CPU algorithm eager would pick; with either on it bounds the batch below 16
-        # (shipping/aotinductor_cpp.md), so they change the compiled program.
+        # (book/shipping/aotinductor_cpp.md), so they change the compiled program.
         versions["mkldnn_enabled"] = str(torch._C._get_mkldnn_enabled())
         versions["nnpack_enabled"] = str(torch._C._get_nnpack_enabled())
     if backend == "tensorrt":

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import catalog
+from .. import catalog, toc
 
 # Findings are listed most fundamental first: what stops export before what the program does wrong.
 _RANK = {
@@ -118,17 +118,19 @@ class Finding:
     def from_entry(
         cls, entry: catalog.Entry, evidence: list[str], step: str, exception: BaseException | None = None
     ) -> Finding:
-        return cls(entry.id, entry.title, entry.page, entry.fix, evidence, step, exception)
+        return cls(entry.id, entry.title, entry.docname, entry.fix, evidence, step, exception)
 
     def reclassify(self, entry: catalog.Entry) -> None:
         """Send this finding to `entry` instead: evidence showed another cause behind the same message."""
-        self.kind, self.title, self.page, self.fix = entry.id, entry.title, entry.page, entry.fix
+        self.kind, self.title, self.page, self.fix = entry.id, entry.title, entry.docname, entry.fix
 
     @classmethod
     def unclassified(
         cls, title: str, evidence: list[str], step: str, exception: BaseException | None = None
     ) -> Finding:
-        return cls(UNCLASSIFIED, title, catalog.PLAYBOOK_PAGE, GENERIC_FIX, evidence, step, exception)
+        return cls(
+            UNCLASSIFIED, title, toc.docname(catalog.PLAYBOOK_PAGE), GENERIC_FIX, evidence, step, exception
+        )
 
     def as_dict(self) -> dict[str, Any]:
         exception = None

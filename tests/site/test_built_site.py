@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from booklayout import REPO_ROOT, page_source, toc_pages
+from casebook.sphinx_redirects import CONFIG as EARLIER
+from casebook.sphinx_redirects import redirects
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
 VERSIONS_MARKER = 'class="casebook-version-stamp"'
@@ -117,8 +119,9 @@ def test_internal_links_resolve():
 
 
 def _redirects() -> dict[str, str]:
+    """Every earlier address of a page (both earlier layouts), and the link its redirect holds."""
     config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
-    return config["sphinx"]["config"]["redirects"]
+    return redirects(config["sphinx"]["config"][EARLIER], REPO_ROOT)
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(_redirects().items()))
@@ -128,4 +131,7 @@ def test_a_moved_page_s_old_address_sends_the_reader_to_its_new_page(old, new):
     assert new in moved_from.read_text(encoding="utf-8"), f"{old}.html does not point at {new}"
     target = (moved_from.parent / new).resolve()
     assert target.is_file(), f"{old} redirects to {new}, which was not built"
-    assert str(target.relative_to(HTML_ROOT.resolve())).removesuffix(".html") in toc_pages()
+    landed = str(target.relative_to(HTML_ROOT.resolve())).removesuffix(".html")
+    assert landed in toc_pages() and landed.rsplit("/", 1)[-1] == old.rsplit("/", 1)[-1], (
+        f"{old} redirects to {landed}, not to the page of the same name"
+    )

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from booklayout import REPO_ROOT
-from casebook import catalog
+from casebook import catalog, toc
 
-PLAYBOOK = REPO_ROOT / "playbook" / "debugging_playbook.md"
+PLAYBOOK = toc.source("debugging_playbook")
 HTML_ROOT = REPO_ROOT / "_build" / "html"
 QUOTED = [entry for entry in catalog.ENTRIES if entry.message]
 
@@ -103,7 +103,7 @@ def test_quoted_messages_are_distinct():
 
 @pytest.mark.parametrize("entry", QUOTED, ids=lambda e: e.id)
 def test_quoted_error_is_produced_by_the_linked_page(entry):
-    assert re.sub(r"\s+", " ", entry.message) in page_text(entry.page), (
+    assert re.sub(r"\s+", " ", entry.message) in page_text(entry.docname), (
         f"the catalog quotes {entry.message!r} for {entry.id}, but the executed page {entry.page} does not show it"
     )
 
@@ -118,6 +118,6 @@ def test_built_playbook_shows_the_entry_as_a_term_linking_its_page(entry):
     terms = built_playbook_terms(HTML_ROOT)
     term = entry.message or entry.title.replace("`", "")
     assert term in terms, f"the built playbook has no definition-list term {term!r}"
-    assert built_path(entry.page).resolve() in terms[term], (
+    assert built_path(entry.docname).resolve() in terms[term], (
         f"the built playbook's entry {term!r} does not link {entry.page}"
     )
