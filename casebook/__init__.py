@@ -2,7 +2,7 @@
 
 - `catalog`: the book's export problems as data (message, exception types, page, fix); the playbook
   renders it and the doctor classifies with it.
-- `doctor/`: `diagnose(model, args)` and `python -m casebook.doctor FILE.py:FACTORY`: a model's
+- `doctor/`: `diagnose(model, args)` and its command line: a model's
   export problems, each sent to the page that fixes it.
 - `toc`: the pages of `_toc.yml` by name; `sphinx_redirects`: earlier addresses of moved pages.
 - `parity`, `detection_parity`: parity with eager, output tree by output tree (also for programs

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from casebook import REPO_ROOT
-from casebook.build_times import WAIT_POLICY
+from casebook.build_records import WAIT_POLICY
 from casebook.inputs import as_args, first_device
 
 MIN_RUNS = 20
@@ -350,7 +350,7 @@ def device_description(device: torch.device | str) -> str:
     if device.type == "cuda":
         return f"CUDA {torch.cuda.get_device_name(device)} (torch {torch.__version__})"
     cpu = _cpu_model_name() or platform.processor() or platform.machine()
-    # The book build sets a passive wait when two pages share the cores (casebook.build_times.share_cores).
+    # The book build sets a passive wait when two pages share the cores (casebook.build_records.share_cores).
     policy = os.environ.get(WAIT_POLICY)
     waits = f", {WAIT_POLICY}={policy}" if policy else ""
     return f"CPU {cpu}, {torch.get_num_threads()} threads{waits} (torch {torch.__version__})"

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from casebook import REPO_ROOT
+from casebook.build_records import ENGINE_BUILDS
 
 PAGE_TIMES = REPO_ROOT / "_build" / "page_times.json"
 # A cell may take at most this share of the cell timeout on the machine that ran it.
@@ -54,29 +55,6 @@ class PageRun:
             return -1, 0.0
         index = max(range(len(self.cell_seconds)), key=self.cell_seconds.__getitem__)
         return index, self.cell_seconds[index]
-
-
-# How OpenMP threads wait for work, read by PyTorch's OpenMP runtime (libgomp) when it loads.
-WAIT_POLICY = "OMP_WAIT_POLICY"
-
-
-def share_cores(jobs: int, environ: dict[str, str] | None = None) -> str | None:
-    """Set OMP_WAIT_POLICY=PASSIVE for the processes this one starts when ``jobs`` of them share the
-    machine, unless the reader set a policy (theirs wins); return the policy they will run under.
-
-    PyTorch gives each process one thread per core, and by default an OpenMP thread that waits
-    for its siblings spins. Two such processes side by side each keep the cores busy spinning
-    while the other's threads wait for them. Measured here (2026-11-26, two cores), ten ResNet-50
-    calls at two threads: 2.4-2.7 s alone; side by side 8.6 s each with spinning, 4.3-4.8 s with
-    passive waiting. One thread per process was as fast, but changes the rounding of parallel
-    sums, and with it results the pages show (which of two equal scores NMS lists first).
-    """
-    if jobs < 1:
-        raise ValueError(f"jobs must be at least 1, not {jobs}")
-    environ = os.environ if environ is None else environ
-    if WAIT_POLICY not in environ and jobs > 1:
-        environ[WAIT_POLICY] = "PASSIVE"
-    return environ.get(WAIT_POLICY)
 
 
 def load_page_times(path: Path = PAGE_TIMES) -> dict[str, PageRun]:
@@ -183,30 +161,6 @@ def prior_page_seconds(path: Path | None = None) -> dict[str, float]:
         if run.get("page seconds"):
             return {Path(page).stem: seconds for page, seconds in run["page seconds"].items()}
     return {}
-
-
-# Real TensorRT engine builds, one JSON line per build, in one file per page: the page that executes
-# is named by $CASEBOOK_PAGE, which scripts/execute_pages.py sets; builds outside a book build
-# (tests, a reader's session) are not recorded.
-ENGINE_BUILDS = REPO_ROOT / "_build" / "engine_builds"
-PAGE_ENV = "CASEBOOK_PAGE"
-
-
-def engine_log_path(page: str, folder: Path = ENGINE_BUILDS) -> Path:
-    """The file of one page's engine builds: ``case_studies/x.md`` -> ``case_studies__x.jsonl``."""
-    return folder / (page.replace("/", "__").removesuffix(".md") + ".jsonl")
-
-
-def record_engine_build(record: dict, folder: Path = ENGINE_BUILDS) -> Path | None:
-    """Append one build's record to the executing page's file; None (nothing written) outside a book build."""
-    page = os.environ.get(PAGE_ENV)
-    if not page:
-        return None
-    path = engine_log_path(page, folder)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as log:
-        log.write(json.dumps({"page": page, "finished": _now(), **record}) + "\n")
-    return path
 
 
 def engine_builds_table(folder: Path = ENGINE_BUILDS):

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from casebook import toc
+from casebook import REPO_ROOT, toc
 
 # Where the doctor meets a problem. An entry matches an exception only at the stages it lists.
 STAGES = {
@@ -955,6 +956,14 @@ if len(BY_ID) != len(ENTRIES):
 
 # Where an error the catalog does not know is sent, with the generic next steps.
 PLAYBOOK_PAGE = "debugging_playbook"
+
+
+def failure_pages_without_entries(root: Path = REPO_ROOT, entries: tuple[Entry, ...] = ENTRIES) -> list[str]:
+    """The failure notebooks (the part `toc.FAILURES` of `_toc.yml`) that no entry names: the doctor
+    could never send a reader there, and the playbook would not list what they fix."""
+    found = toc.part(toc.FAILURES, root)
+    named = {entry.page for entry in entries}
+    return [docname for docname in found if docname.rsplit("/", 1)[-1] not in named]
 
 
 def classify(error: BaseException, stage: str) -> Entry | None:

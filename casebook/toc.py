@@ -102,3 +102,35 @@ def part(caption: str, root: Path = REPO_ROOT) -> list[str]:
     if caption not in captions:
         raise TocError(f"no part captioned {caption!r} in _toc.yml; its parts are: {'; '.join(captions)}")
     return [page.docname for page in found if page.part == caption]
+
+
+# The folders that hold the book's pages. With `only_build_toc_files: true` (``_config.yml``), a page
+# file there that `_toc.yml` does not list is neither built nor checked, and nothing else says so.
+PAGE_FOLDERS = ("book", "notebooks", "case_studies")
+# Files in those folders that are not pages, each with the reason (path relative to the book's folder).
+NOT_PAGES: dict[str, str] = {}
+
+
+def unlisted_pages(root: Path = REPO_ROOT, not_pages: dict[str, str] | None = None) -> list[str]:
+    """Page files (.md, .ipynb) under `PAGE_FOLDERS` that `_toc.yml` does not list and `NOT_PAGES`
+    does not explain, as paths relative to `root`."""
+    root = Path(root)
+    listed = set(docnames(root))
+    explained = NOT_PAGES if not_pages is None else not_pages
+    found = []
+    for folder in PAGE_FOLDERS:
+        for path in sorted((root / folder).rglob("*")):
+            relative = path.relative_to(root).as_posix()
+            if path.suffix not in SUFFIXES or "_build" in path.parts or ".ipynb_checkpoints" in path.parts:
+                continue
+            if relative.removesuffix(path.suffix) not in listed and relative not in explained:
+                found.append(relative)
+    return found
+
+
+def unlisted_pages_message(unlisted: list[str]) -> str:
+    return (
+        f"{', '.join(unlisted)}: in a page folder but not in _toc.yml, so the book neither builds nor "
+        "checks it. Add it to _toc.yml under its part, or, if it is not a page, to NOT_PAGES in "
+        "casebook/toc.py with the reason."
+    )

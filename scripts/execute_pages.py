@@ -42,17 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from casebook import REPO_ROOT
+from casebook.build_records import PAGE_ENV, engine_log_path, share_cores
 from casebook.build_times import (
     BUILD_REPORT_PAGE,
-    PAGE_ENV,
     PageRun,
-    engine_log_path,
     load_page_times,
     over_budget,
     prior_page_seconds,
     recorded_runs_path,
     save_page_times,
-    share_cores,
 )
 
 # Pages whose outputs describe the build itself, by page name: executed after all others, on every build.
@@ -108,6 +106,9 @@ def toc_pages(root: Path) -> list[Page]:
         docnames = toc.docnames(root)
     except toc.TocError as error:
         raise SystemExit(f"execute_pages: {error}") from error
+    unlisted = toc.unlisted_pages(root)
+    if unlisted:
+        raise SystemExit(f"execute_pages: {toc.unlisted_pages_message(unlisted)}")
     pages = []
     for docname in docnames:
         for suffix in toc.SUFFIXES:
@@ -121,6 +122,26 @@ def toc_pages(root: Path) -> list[Page]:
         if is_notebook(path):
             pages.append(Page(docname, path, str(path.relative_to(root))))
     return pages
+
+
+def chosen_pages(pages: list[Page], wanted: list[str], root: Path) -> list[Page]:
+    """The pages named in `wanted` (paths such as ``notebooks/x.md``, or page names), in that order."""
+    from casebook import toc
+
+    by_name = {page.page_name: page for page in pages}
+    chosen = []
+    for item in wanted:
+        page = by_name.get(Path(item).stem)
+        if page is None:
+            if Path(item).stem in {docname.rsplit("/", 1)[-1] for docname in toc.docnames(root)}:
+                reason = "it is in _toc.yml but is not a notebook (it has no jupytext front matter)"
+            else:
+                reason = "it is not in _toc.yml, and a page not there is neither built nor checked: add it"
+            raise SystemExit(f"execute_pages: cannot execute {item!r}: {reason}")
+        if "/" in item and Path(item).with_suffix("").as_posix() != page.docname:
+            raise SystemExit(f"execute_pages: cannot execute {item!r}: _toc.yml has that page at {page.name}")
+        chosen.append(page)
+    return chosen
 
 
 def read_notebook(page: Page, extensions: list[str]):
@@ -255,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--root", type=Path, default=REPO_ROOT, help="the book's folder (default: this checkout)"
     )
+    parser.add_argument(
+        "--page",
+        action="append",
+        default=[],
+        help="execute only this page (its path, e.g. notebooks/pytree_outputs.md, or its name), "
+        "even when its outputs are cached; repeat for more (`make page PAGE=...`)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")
@@ -267,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = root / "_build" / ".jupyter_cache"
     times_path = root / "_build" / "page_times.json"
     pages = toc_pages(root)
+    if args.page:
+        pages = chosen_pages(pages, args.page, root)
     settings = book_settings(root)
     cache = get_cache(cache_dir)
     times = load_page_times(times_path)
@@ -280,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             cached = cache.match_cache_notebook(notebook)
         except KeyError:  # jupyter-cache's way of saying "no cached run of this notebook"
             pass
-        if cached is None or page.runs_last:
+        if cached is None or page.runs_last or args.page:
             pending.append(page)
     # A book without the build report's page (a test's fixture book) has no recorded runs.
     has_report = any(page.page_name == BUILD_REPORT_PAGE for page in pages)
@@ -317,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         # Submitted one by one as workers free up, so that "start" is when a page really starts.
-        queue = [p for p in order if not p.runs_last]
-        last = [p for p in order if p.runs_last]
+        # The build report waits for every other page; a page asked for by name runs at once.
+        queue = [p for p in order if args.page or not p.runs_last]
+        last = [p for p in order if p.runs_last and not args.page]
         running = {}
         while queue or running:
             while queue and len(running) < args.jobs:

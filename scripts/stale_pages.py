@@ -28,7 +28,7 @@ from casebook import REPO_ROOT
 PACKAGE = "casebook"
 CACHE = REPO_ROOT / "_build" / ".jupyter_cache"
 DIGESTS = REPO_ROOT / "_build" / ".page-helper-digests.json"
-# A module named in a string (``python -m casebook.backends._trt_dryrun_worker``) is a dependency too.
+# A module named in a string (``python -m casebook.backends.tensorrt._dryrun_worker``) is a dependency too.
 _MODULE_IN_STRING = re.compile(rf"\b{PACKAGE}(?:\.\w+)+")
 
 

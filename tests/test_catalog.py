@@ -108,3 +108,27 @@ def test_exception_names_match_real_classes():
             owner = importlib.import_module(module) if module else __builtins__
             kind = getattr(owner, qualname) if module else eval(qualname)  # noqa: S307 - builtins only
             assert isinstance(kind, type) and issubclass(kind, BaseException), name
+
+
+def missing_entries_message(pages: list[str]) -> str:
+    return (
+        f"{', '.join(pages)}: a failure notebook with no catalog entry. Add an Entry to ENTRIES in "
+        "casebook/catalog.py for each problem the page shows (page= its name), and a reproduction "
+        "to REPRODUCTIONS in tests/doctor_cases.py"
+    )
+
+
+def test_every_failure_notebook_has_a_catalog_entry():
+    pages = catalog.failure_pages_without_entries()
+    assert not pages, missing_entries_message(pages)
+
+
+def test_a_failure_notebook_without_an_entry_is_named(tmp_path):
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nparts:\n  - caption: Export failures, reproduced and fixed\n"
+        "    chapters:\n      - file: notebooks/data_dependent_guards\n      - file: notebooks/new_failure\n"
+    )
+    assert catalog.failure_pages_without_entries(tmp_path) == ["notebooks/new_failure"]
+    assert "Add an Entry to ENTRIES in casebook/catalog.py" in missing_entries_message(
+        ["notebooks/new_failure"]
+    )

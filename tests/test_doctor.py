@@ -328,7 +328,7 @@ def test_cli_exit_codes_and_json(factories):
 
 
 def test_without_an_engine_builder_the_build_step_says_how_to_install_one(monkeypatch):
-    from casebook.backends import trt_engine
+    from casebook.backends.tensorrt import engine as trt_engine
     from casebook.doctor import program_steps
 
     monkeypatch.setattr(trt_engine, "installed_distribution", lambda: None)
@@ -340,7 +340,7 @@ def test_without_an_engine_builder_the_build_step_says_how_to_install_one(monkey
 
 
 def test_a_dimension_the_program_ranges_from_1_to_4096_is_not_called_made_up():
-    from casebook.backends.trt_engine import InputProfile
+    from casebook.backends.tensorrt.engine import InputProfile
     from casebook.doctor.program_steps import _program_range
 
     program = torch.export.export(

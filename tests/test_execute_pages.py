@@ -11,22 +11,18 @@ import pytest
 from test_build_config import NOTEBOOK_HEADER
 
 from booklayout import REPO_ROOT, fixture_book_config
+from casebook.build_records import PAGE_ENV, WAIT_POLICY, engine_log_path, record_engine_build, share_cores
 from casebook.build_times import (
-    PAGE_ENV,
-    WAIT_POLICY,
     PageRun,
     engine_builds_table,
     engine_builds_wall_minutes,
-    engine_log_path,
     load_page_times,
     over_budget,
     page_times_table,
     prior_page_seconds,
-    record_engine_build,
     recorded_runs,
     runs_table,
     save_page_times,
-    share_cores,
 )
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -187,6 +183,39 @@ def test_a_toc_entry_without_a_file_is_named(tmp_path):
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: missing_page\n")
     result = _execute(tmp_path)
     assert result.returncode != 0 and "_toc.yml lists 'missing_page'" in result.stderr
+
+
+@pytest.mark.slow
+def test_one_page_asked_for_is_executed_even_when_cached_and_the_others_are_not(tmp_path):
+    book = _fixture_book(tmp_path, {"first": _cell("print('one')"), "second": _cell("print('two')")})
+    assert _execute(book).returncode == 0
+    again = _execute(book, "--page", "second.md")
+    assert again.returncode == 0, again.stderr
+    assert "1 of 1 pages to execute" in again.stdout and "start  second.md" in again.stdout
+    by_name = _execute(book, "--page", "first", "--dry-run")
+    assert by_name.returncode == 0 and "  first.md" in by_name.stdout
+
+
+def test_a_page_asked_for_that_the_book_does_not_build_is_named(tmp_path):
+    book = _fixture_book(tmp_path, {"first": _cell("print('one')")})
+    (book / "notes").mkdir()
+    (book / "notes" / "draft.md").write_text("# A draft\n")
+    result = _execute(book, "--page", "notes/draft.md")
+    assert result.returncode != 0
+    assert "cannot execute 'notes/draft.md': it is not in _toc.yml" in result.stderr
+    assert "a page not there is neither built nor checked: add it" in result.stderr
+    result = _execute(book, "--page", "elsewhere/first.md")
+    assert result.returncode != 0 and "_toc.yml has that page at first.md" in result.stderr
+
+
+def test_the_build_stops_on_a_page_the_toc_does_not_list(tmp_path):
+    book = _fixture_book(tmp_path, {"first": _cell("print('one')")})
+    (book / "notebooks").mkdir()
+    (book / "notebooks" / "forgotten.md").write_text("# A failure page nobody listed\n")
+    result = _execute(book, "--dry-run")
+    assert result.returncode != 0
+    assert "notebooks/forgotten.md: in a page folder but not in _toc.yml" in result.stderr
+    assert "Add it to _toc.yml under its part" in result.stderr
 
 
 def _page(name: str, seconds: float) -> execute_pages.Page:

@@ -22,7 +22,7 @@ from casebook.backends.cache import (
     default_cache_dir,
     metadata_path,
 )
-from casebook.backends.trt_runtime import check_tensorrt_settings
+from casebook.backends.tensorrt.runtime import check_tensorrt_settings
 from casebook.parity import assert_parity
 from casebook.patches.torchvision import install_nms_fake
 

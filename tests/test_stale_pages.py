@@ -20,8 +20,10 @@ def test_a_page_depends_on_what_its_cells_import_transitively():
 
 
 def test_a_module_named_in_a_string_is_a_dependency():
-    # trt_coverage runs its worker as `python -m casebook.backends._trt_dryrun_worker`.
-    assert "casebook.backends._trt_dryrun_worker" in stale_pages.closure({"casebook.backends.trt_coverage"})
+    # tensorrt.coverage runs its worker as `python -m casebook.backends.tensorrt._dryrun_worker`.
+    assert "casebook.backends.tensorrt._dryrun_worker" in stale_pages.closure(
+        {"casebook.backends.tensorrt.coverage"}
+    )
 
 
 def test_a_page_with_invalid_code_is_named(tmp_path):

@@ -102,3 +102,21 @@ def test_an_earlier_address_that_is_a_page_now_or_names_no_page_is_refused(book)
         redirects(["notebooks/graph_breaks"], book)
     with pytest.raises(toc.TocError, match="no page named 'old_page'"):
         redirects(["failures/old_page"], book)
+
+
+def test_every_page_file_of_the_book_is_in_the_toc_or_explained():
+    unlisted = toc.unlisted_pages()
+    assert not unlisted, toc.unlisted_pages_message(unlisted)
+    for path, reason in toc.NOT_PAGES.items():
+        assert (toc.REPO_ROOT / path).is_file() and reason, f"NOT_PAGES: {path} is gone, or has no reason"
+
+
+def test_a_page_file_missing_from_the_toc_is_named_with_where_to_add_it(book):
+    (book / "notebooks" / "new_failure.md").write_text("# a new failure page\n")
+    (book / "book" / "notes.md").write_text("# not a page\n")
+    assert toc.unlisted_pages(book, not_pages={"book/notes.md": "a maintainer's notes"}) == [
+        "notebooks/new_failure.md"
+    ]
+    message = toc.unlisted_pages_message(["notebooks/new_failure.md"])
+    assert "neither builds nor checks it. Add it to _toc.yml under its part" in message
+    assert "to NOT_PAGES in casebook/toc.py with the reason" in message

@@ -18,9 +18,9 @@ import torch
 import torchvision
 from custom_op_module import scale_op_module
 
-from casebook.backends import trt_coverage
-from casebook.backends._trt_dryrun_worker import STAND_IN_ANALYSIS, make_tensorrt_stand_in
-from casebook.backends.trt_coverage import (
+from casebook.backends.tensorrt import coverage as trt_coverage
+from casebook.backends.tensorrt._dryrun_worker import STAND_IN_ANALYSIS, make_tensorrt_stand_in
+from casebook.backends.tensorrt.coverage import (
     CoverageAnalysisError,
     CoverageReport,
     PartitionBlock,

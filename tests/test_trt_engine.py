@@ -1,4 +1,4 @@
-"""Real TensorRT engine builds (`casebook.backends.trt_engine`), on this machine, with what it has.
+"""Real TensorRT engine builds (`casebook.backends.tensorrt.engine`), on this machine, with what it has.
 
 Without a GPU the builds take Torch-TensorRT for RTX (installed by `make install`, TENSORRT=rtx);
 each build is a worker process of its own (about 10 s of start-up), so the models are tiny and each
@@ -14,8 +14,8 @@ from custom_op_module import scale_op_module
 from torch import nn
 from torch.export import Dim
 
-from casebook.backends import trt_engine
-from casebook.backends.trt_engine import (
+from casebook.backends.tensorrt import engine as trt_engine
+from casebook.backends.tensorrt.engine import (
     EngineBuildError,
     EngineCompileError,
     Profile,
@@ -191,7 +191,7 @@ def test_one_profile_per_input(small_program):
     program, example = small_program
     with pytest.raises(ValueError, match="1 example inputs: give one Profile per input"):
         build_engines(program, (example,), profiles=[])
-    with pytest.raises(TypeError, match="must be a casebook.backends.trt_engine.Profile"):
+    with pytest.raises(TypeError, match="must be a casebook.backends.tensorrt.engine.Profile"):
         build_engines(program, (example,), profiles=[(1, 3, 16, 16)])
 
 
@@ -392,7 +392,7 @@ def test_the_peak_memory_of_a_build_worker_is_its_own_not_its_parents():
     ballast = bytearray(600 * 2**20)  # the parent holds 600 MB, as a notebook kernel holds a detector
     ballast[::4096] = b"\x01" * len(ballast[::4096])
     probe = (
-        "import resource; from casebook.backends._trt_build_worker import _peak_rss_mb; "
+        "import resource; from casebook.backends.tensorrt._build_worker import _peak_rss_mb; "
         "print(_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
     )
     out = subprocess.run(
@@ -407,7 +407,7 @@ def test_a_build_beside_its_dry_run_names_each_blocks_verdict():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from casebook.backends.trt_engine import Block, EngineBuild
+    from casebook.backends.tensorrt.engine import Block, EngineBuild
 
     message = "Could not get tensor shape.\nWhile executing %add_5 : [num_users=1] = call_function[target=torch.ops.aten.add.Tensor]"
     build = EngineBuild(
@@ -448,7 +448,7 @@ def test_the_worker_freezes_what_was_loaded_only_during_the_compile():
     so that a serving worker frees one build's objects before the next."""
     import gc
 
-    from casebook.backends._trt_build_worker import _collections_skip_what_was_loaded
+    from casebook.backends.tensorrt._build_worker import _collections_skip_what_was_loaded
 
     assert gc.get_freeze_count() == 0
     with _collections_skip_what_was_loaded():
@@ -551,7 +551,7 @@ def test_a_later_build_of_the_same_program_reuses_its_decompositions_and_partiti
 
 
 def test_the_decomposed_program_is_known_by_content_settings_and_table(tmp_path):
-    from casebook.backends._trt_build_worker import _decomposition_key, _program_digest
+    from casebook.backends.tensorrt._build_worker import _decomposition_key, _program_digest
 
     torch.manual_seed(0)
     example = torch.randn(1, 3, 12, 12)
@@ -575,7 +575,7 @@ def test_the_decomposed_program_is_known_by_content_settings_and_table(tmp_path)
 
 
 def test_a_loaded_program_is_reused_only_for_the_same_file_and_autocast_settings(tmp_path):
-    from casebook.backends import _trt_build_worker as worker
+    from casebook.backends.tensorrt import _build_worker as worker
 
     torch.manual_seed(0)
     example = torch.randn(1, 3, 12, 12)

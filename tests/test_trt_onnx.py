@@ -1,4 +1,4 @@
-"""TensorRT for RTX's ONNX parser and builder (`casebook.backends.trt_onnx`), on tiny files."""
+"""TensorRT for RTX's ONNX parser and builder (`casebook.backends.tensorrt.onnx_parser`), on tiny files."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.export import Dim
 
-from casebook.backends.trt_engine import Profile
-from casebook.backends.trt_onnx import build_from_onnx
+from casebook.backends.tensorrt.engine import Profile
+from casebook.backends.tensorrt.onnx_parser import build_from_onnx
 
 
 class SmallNet(torch.nn.Module):
@@ -61,7 +61,7 @@ def test_nonzero_stops_the_parser(tmp_path):
 def test_bad_input_is_refused_with_what_to_do(dynamic_onnx, tmp_path):
     with pytest.raises(FileNotFoundError, match="write one with torch.onnx.export"):
         build_from_onnx(tmp_path / "missing.onnx")
-    with pytest.raises(TypeError, match="must be a casebook.backends.trt_engine.Profile"):
+    with pytest.raises(TypeError, match="must be a casebook.backends.tensorrt.engine.Profile"):
         build_from_onnx(dynamic_onnx, profiles={"x": (1, 3, 8, 8)})
     with pytest.raises(ValueError, match=r"profiles name inputs the file does not have: \['image'\]"):
         build_from_onnx(

@@ -10,8 +10,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
-from casebook.backends.trt_coverage import CoverageReport, PartitionBlock, coverage_reports  # noqa: E402
-from casebook.backends.trt_partition import (  # noqa: E402
+from casebook.backends.tensorrt.coverage import CoverageReport, PartitionBlock, coverage_reports  # noqa: E402
+from casebook.backends.tensorrt.partition import (  # noqa: E402
     describe_analysis,
     partition_figure,
     partition_rows,

@@ -2,7 +2,7 @@
 
 import sys
 
-from casebook.backends import trt_source
+from casebook.backends.tensorrt import source as trt_source
 
 
 def test_compile_parameters_of_the_pinned_release():

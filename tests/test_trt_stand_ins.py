@@ -1,4 +1,4 @@
-"""Each stand-in of `casebook.backends.trt_stand_ins` does what it says, and a CPU-only build needs it.
+"""Each stand-in of `casebook.backends.tensorrt.stand_ins` does what it says, and a CPU-only build needs it.
 
 The "needed" checks leave one stand-in out and build a tiny program in a fresh process (Torch-TensorRT
 cannot be imported twice with different stand-ins in one process): the build must then fail where the
@@ -12,9 +12,9 @@ import textwrap
 import pytest
 import torch
 
-from casebook.backends import trt_stand_ins
-from casebook.backends.trt_engine import rtx_site
-from casebook.backends.trt_stand_ins import RuntimeWithoutGPU, SerializedEngineOnly
+from casebook.backends.tensorrt import stand_ins as trt_stand_ins
+from casebook.backends.tensorrt.engine import rtx_site
+from casebook.backends.tensorrt.stand_ins import RuntimeWithoutGPU, SerializedEngineOnly
 from casebook.fresh_process import run_python
 
 needs_no_gpu = pytest.mark.skipif(
@@ -26,7 +26,7 @@ needs_no_gpu = pytest.mark.skipif(
 _BUILD = """
 import torch, torchvision
 from torch import nn
-from casebook.backends import trt_stand_ins as s
+from casebook.backends.tensorrt import stand_ins as s
 
 s.CUDA_QUERIES.install()
 import torch_tensorrt

@@ -2,7 +2,7 @@
 of `registry`: AOTInductor, TensorRT, ExecuTorch, ONNX Runtime."""
 
 from .lowering import Lowered, choose_backend, lower
-from .trt_coverage import (
+from .tensorrt.coverage import (
     CoverageAnalysisError,
     CoverageReport,
     PartitionBlock,

@@ -36,7 +36,7 @@ from .cache import (
 )
 from .registry import BACKENDS as REGISTRY
 from .registry import Backend, flat
-from .trt_runtime import tensorrt_import_problem
+from .tensorrt.runtime import tensorrt_import_problem
 
 # The backends lower() compiles to: those of the registry that load in this process.
 BACKENDS = ("auto", "eager", *(name for name, entry in REGISTRY.items() if entry.load is not None))

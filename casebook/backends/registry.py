@@ -152,12 +152,12 @@ BACKENDS: Mapping[str, Backend] = {
             "Torch-TensorRT",
             "_trt.pt2",
             "a CUDA GPU, TensorRT and Torch-TensorRT of the versions that built it",
-            _late("casebook.backends.trt_runtime:write_trt"),
-            _late("casebook.backends.trt_runtime:load_trt"),
-            _late("casebook.backends.trt_runtime:trt_tie"),
+            _late("casebook.backends.tensorrt.runtime:write_trt"),
+            _late("casebook.backends.tensorrt.runtime:load_trt"),
+            _late("casebook.backends.tensorrt.runtime:trt_tie"),
             settings=None,
             devices=("cuda",),
-            require=_late("casebook.backends.trt_runtime:require_tensorrt"),
+            require=_late("casebook.backends.tensorrt.runtime:require_tensorrt"),
         ),
     )
 }

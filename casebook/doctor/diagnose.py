@@ -73,7 +73,7 @@ def diagnose(
     off (`casebook.doctor.aoti_package`). ``device`` names the device the program will run on
     (``"cuda"``): the program is moved there and run (`casebook.doctor.other_device`; the ``meta``
     device stands in for one this machine lacks). ``tensorrt=True``
-    adds Torch-TensorRT's dry run and a real engine build (`casebook.backends.trt_engine.build_engines`).
+    adds Torch-TensorRT's dry run and a real engine build (`casebook.backends.tensorrt.engine.build_engines`).
     ``progress`` is called with each finished `Step`.
 
     Raises `DoctorUsageError` for arguments of the wrong type and for a model that fails in eager

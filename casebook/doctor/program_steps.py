@@ -407,7 +407,7 @@ def _input_name(path) -> str:
 
 
 def check_tensorrt(session: Session, program, args, kwargs) -> None:
-    from ..backends.trt_coverage import CoverageAnalysisError, coverage_report
+    from ..backends.tensorrt.coverage import CoverageAnalysisError, coverage_report
 
     if kwargs:
         session.skip("TensorRT dry run", "the dry run takes positional inputs only")
@@ -447,7 +447,7 @@ _MADE_UP_FACTOR = 2**12
 def check_tensorrt_build(session: Session, program, args, kwargs) -> None:
     """Build the program's TensorRT engines for real and report each refused block with its catalog entry,
     and each engine input whose profile Torch-TensorRT made up."""
-    from ..backends.trt_engine import (
+    from ..backends.tensorrt.engine import (
         EngineBuildError,
         EngineCompileError,
         build_engines,

@@ -5,7 +5,7 @@ One mechanism for every patch set: a :class:`Patch` names what it replaces and t
 patches for the duration of a ``with`` block and restores the originals on exit, also when the block
 raises. Nothing in site-packages is edited. The patch sets themselves live in
 :mod:`casebook.patches.torchvision`, :mod:`casebook.patches.detectron2` and, for the book's own
-Deformable DETR on its way to TensorRT, :mod:`casebook.patches.deformable_detr`.
+Deformable DETR on its way to TensorRT, :mod:`casebook.models.deformable_detr_patches`.
 """
 
 from .core import Patch, apply, patch_table, replace, undo_all

@@ -1,6 +1,6 @@
 """What a Torch-TensorRT dry run says about a graph's partition, as ordered segments and a figure.
 
-A `~casebook.backends.trt_coverage.CoverageReport` carries the TensorRT and Torch blocks of the
+A `~casebook.backends.tensorrt.coverage.CoverageReport` carries the TensorRT and Torch blocks of the
 partition in graph order (``report.blocks``, read by the dry-run worker from the partitioned graph
 Torch-TensorRT returned). This module checks them against the report's counts (a change in how
 Torch-TensorRT names or counts its blocks then raises instead of drawing a wrong picture) and turns
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .partition import Segment, shorten
-from .partition_figure import draw_partitions
-from .trt_coverage import CoverageReport
+from ..partition import Segment, shorten
+from ..partition_figure import draw_partitions
+from .coverage import CoverageReport
 
 REAL_ANALYSIS = "tensorrt"
 
@@ -50,7 +50,7 @@ def partition_segments(report: CoverageReport) -> list[Segment]:
             f"its counts ({report.trt_engine_count} engine(s) of sizes {report.trt_block_sizes}, "
             f"{report.torch_block_count} Torch block(s)): has the dry-run worker's result format changed "
             "(Torch-TensorRT's block names or counts, say)? Check "
-            "casebook.backends._trt_dryrun_worker._partition_blocks."
+            "casebook.backends.tensorrt._dryrun_worker._partition_blocks."
         )
     return [
         Segment(block.kind, index, block.op_count, block.nodes) for index, block in enumerate(report.blocks)
@@ -73,7 +73,7 @@ def describe_analysis(report: CoverageReport) -> str:
         f"{torch_trt} ran its dry run with a labelled stand-in for TensorRT {trt} (no libnvinfer). "
         "The operator support and the partition are Torch-TensorRT's own, computed exactly as a real "
         "compile would; **no engine was built in this dry run**, so it does not tell whether "
-        "TensorRT accepts each block at build time (a real build, `casebook.backends.trt_engine`, does)."
+        "TensorRT accepts each block at build time (a real build, `casebook.backends.tensorrt.engine`, does)."
     )
 
 

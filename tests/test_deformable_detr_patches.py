@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from casebook.models import deformable_detr
-from casebook.patches.deformable_detr import PATCHES, sine_position_embedding, tensorrt_patches
+from casebook.models.deformable_detr_patches import PATCHES, sine_position_embedding, tensorrt_patches
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 5, 7), (2, 8, 7, 5), (1, 16, 1, 9), (1, 4, 6, 1), (3, 8, 4, 4)])

@@ -1,6 +1,6 @@
-"""Subprocess entry point for `casebook.backends.trt_engine`: real TensorRT engine builds.
+"""Subprocess entry point for `casebook.backends.tensorrt.engine`: real TensorRT engine builds.
 
-Run as ``python -m casebook.backends._trt_build_worker REQUEST_DIR``, or with ``--serve`` to build one
+Run as ``python -m casebook.backends.tensorrt._build_worker REQUEST_DIR``, or with ``--serve`` to build one
 request after another in one process: it reads a request folder per line on stdin and writes the
 folder back on stdout when its result is written (worker start-up, importing torch and Torch-TensorRT,
 is then paid once). ``REQUEST_DIR`` holds
@@ -10,7 +10,7 @@ there and exits 0 also when the compile raised, so the parent can tell "Torch-Te
 refused this graph" (``ok: true`` with ``compile_error``) from "the build could not run" (``ok: false``).
 
 Why a separate process: without a GPU, `import torch_tensorrt` needs stand-ins
-(`casebook.backends.trt_stand_ins`) that change `torch.cuda` and Torch-TensorRT for the life of the
+(`casebook.backends.tensorrt.stand_ins`) that change `torch.cuda` and Torch-TensorRT for the life of the
 process; a build also holds a gigabyte or more that is returned to the system when the process ends.
 
 How each TensorRT block is observed: Torch-TensorRT's ``compile_module`` partitions the graph and calls
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from casebook.backends._trt_dryrun_worker import _import_callable
+from casebook.backends.tensorrt._dryrun_worker import _import_callable
 
 # Torch-TensorRT forwards TensorRT's log to this logger (VERBOSE as DEBUG).
 _TRT_LOG = "torch_tensorrt [TensorRT Conversion Context]"
@@ -133,7 +133,7 @@ def _first_import_torch_tensorrt(state: dict[str, Any]) -> Any:
 
     import torch
 
-    from casebook.backends import trt_stand_ins
+    from casebook.backends.tensorrt import stand_ins as trt_stand_ins
 
     stood_in = []
     if not torch.cuda.is_available():
@@ -383,7 +383,7 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             _ONCE["registered"].add(target)
     settings = dict(request["settings"])
     if not torch.cuda.is_available():
-        from casebook.backends.trt_stand_ins import CPU_ONLY_SETTINGS
+        from casebook.backends.tensorrt.stand_ins import CPU_ONLY_SETTINGS
 
         settings = {**CPU_ONLY_SETTINGS, **settings}
     state["phase"] = "load"

@@ -1,6 +1,6 @@
-"""Subprocess entry point for `casebook.backends.trt_onnx`: TensorRT's ONNX parser and builder.
+"""Subprocess entry point for `casebook.backends.tensorrt.onnx_parser`: TensorRT's ONNX parser and builder.
 
-Run as ``python -m casebook.backends._trt_onnx_worker REQUEST_DIR``; ``request.json`` there names the
+Run as ``python -m casebook.backends.tensorrt._onnx_worker REQUEST_DIR``; ``request.json`` there names the
 ONNX file, the optimization profiles and where to write the engine, and the worker writes
 ``result.json``. It uses TensorRT for RTX's own Python API (``tensorrt_rtx``), which parses and builds
 without a GPU and needs no stand-in; a process of its own keeps the builder's memory out of the page.

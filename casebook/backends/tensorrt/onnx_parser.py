@@ -7,7 +7,7 @@ builds on a machine without a GPU (no stand-in needed), in a subprocess, and rep
 errors (node, operator, message) or the engine it built. Running the engine needs an RTX GPU.
 
 An ONNX file keeps a dynamic dimension as a name without its range, so a dynamic input needs its
-optimization profile here (`Profile` from `casebook.backends.trt_engine`), keyed by the file's input
+optimization profile here (`Profile` from `casebook.backends.tensorrt.engine`), keyed by the file's input
 name; without one, TensorRT's builder refuses the network.
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .trt_engine import EngineBuildError, Profile, TensorRTForRTXMissingError, rtx_site, run_worker
+from .engine import EngineBuildError, Profile, TensorRTForRTXMissingError, rtx_site, run_worker
 
-WORKER_MODULE = "casebook.backends._trt_onnx_worker"
+WORKER_MODULE = "casebook.backends.tensorrt._onnx_worker"
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def build_from_onnx(
     for name, profile in (profiles or {}).items():
         if not isinstance(profile, Profile):
             raise TypeError(
-                f"profiles[{name!r}] must be a casebook.backends.trt_engine.Profile, got {profile!r}"
+                f"profiles[{name!r}] must be a casebook.backends.tensorrt.engine.Profile, got {profile!r}"
             )
         specs[name] = [list(profile.min), list(profile.opt), list(profile.max)]
     engine_path = Path(engine_path).resolve() if engine_path else onnx_path.with_suffix(".engine")

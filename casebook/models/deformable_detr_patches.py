@@ -1,4 +1,5 @@
-"""The book's Deformable DETR with its position embedding rewritten for TensorRT's slice converter.
+"""Patches of the book's Deformable DETR (beside its model): the position embedding rewritten for
+TensorRT's slice converter.
 
 DETR's sine position embedding divides each row (column) index by the last one, read with a slice
 that starts at -1: ``y_embed[:, -1:, :]``. Exported with a dynamic height *and* width, that is an
@@ -10,7 +11,7 @@ negative length"). The converter reports it as "Could not get tensor shape." at 
 
 The replacement reads the last row with an index (``select``), whose converter handles a negative
 index on a dynamic axis, and puts the axis back with ``unsqueeze``: the same values, no slice.
-``tests/test_patches_deformable_detr.py`` compares it with the original on non-square sizes.
+``tests/test_deformable_detr_patches.py`` compares it with the original on non-square sizes.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import math
 
 import torch
 
-from casebook.models import deformable_detr
+from casebook.patches.core import Patch, apply, replace
 
-from .core import Patch, apply, replace
+from . import deformable_detr
 
 
 def sine_position_embedding(feature: torch.Tensor, num_pos_feats: int, temperature: float = 10000.0):

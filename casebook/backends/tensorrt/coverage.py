@@ -5,7 +5,7 @@ graph, checks every node against its converter registry, partitions the graph in
 and Torch fallback blocks exactly as a real compile would, and stops before building any engine.
 The numbers are therefore Torch-TensorRT's own, not a re-implementation of its rules.
 
-The dry run happens in a subprocess (`casebook.backends._trt_dryrun_worker`) because on a
+The dry run happens in a subprocess (`casebook.backends.tensorrt._dryrun_worker`) because on a
 machine without a GPU `import torch_tensorrt` fails: it needs TensorRT's libnvinfer and asks CUDA
 about the device. There the worker installs clearly labelled stand-ins (a ``tensorrt`` module with
 names but no behaviour, and answers for two CUDA queries) before importing it, and
@@ -44,9 +44,9 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import REPO_ROOT
+from ... import REPO_ROOT
 
-WORKER_MODULE = "casebook.backends._trt_dryrun_worker"
+WORKER_MODULE = "casebook.backends.tensorrt._dryrun_worker"
 # A guard against a hung worker, not a performance goal. The book executes two pages at a time, and
 # the detection zoo's fourteen-program dry run took over 600 s beside another page on the 2-core
 # CI machine (2026-11-25), so the guard allows half an hour.

@@ -1,7 +1,7 @@
 """Real TensorRT engines from an ExportedProgram, built on a machine without a GPU: `build_engines`.
 
 `build_engines` runs ``torch_tensorrt.dynamo.compile`` for real, in a subprocess
-(`casebook.backends._trt_build_worker`, kept for the next call), and reports every block of the
+(`casebook.backends.tensorrt._build_worker`, kept for the next call), and reports every block of the
 partition: for each TensorRT block, whether its engine was built (the engine file, its size, the
 build's seconds, the engine's layers from TensorRT's build log) or failed (the converter's or the
 builder's exception, as type and message), the optimization profile of its inputs (min/opt/max) and
@@ -9,7 +9,7 @@ the ops it holds; for each PyTorch block, the ops left to PyTorch; and the build
 
 On a machine without a GPU this takes Torch-TensorRT for RTX (``make install`` installs it there,
 ``TENSORRT=rtx``): TensorRT for RTX builds engines on the CPU, and a few steps of Torch-TensorRT that
-need a GPU are stood in (`casebook.backends.trt_stand_ins` names each and says why). It installs the
+need a GPU are stood in (`casebook.backends.tensorrt.stand_ins` names each and says why). It installs the
 same ``torch_tensorrt`` package as the torch-tensorrt the dry runs use, so it lives in a folder of its
 own (`rtx_site`, ``.venv/tensorrt-rtx``) that only the build worker puts first on its path. The engines are
 real; they cannot be run here. Running one needs an RTX GPU: latency and parity of an engine are not
@@ -45,14 +45,14 @@ from typing import Any
 
 import torch
 
-from .. import REPO_ROOT
-from ..build_times import record_engine_build
-from ..catalog import classify
-from ..env import TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
-from .cache import cache_key, default_cache_dir
-from .trt_coverage import _modules_for, _op_name, _registration_name, _tail
+from ... import REPO_ROOT
+from ...build_records import record_engine_build
+from ...catalog import classify
+from ...env import TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
+from ..cache import cache_key, default_cache_dir
+from .coverage import _modules_for, _op_name, _registration_name, _tail
 
-WORKER_MODULE = "casebook.backends._trt_build_worker"
+WORKER_MODULE = "casebook.backends.tensorrt._build_worker"
 # A TensorRT builder error in a build log: "IBuilder::buildSerializedNetwork: Error Code 4: Internal Error (...)".
 _BUILDER_ERROR = re.compile(r"Error Code \d+: ")
 # How Torch-TensorRT names the node a converter failed on.
@@ -66,7 +66,7 @@ _REMOVED_SETTINGS = {
     "enabled_precisions": "precision comes from the model's dtypes (export a .half() model) or from "
     "enable_autocast=True with autocast_low_precision_type=torch.float16",
     "use_explicit_typing": "networks are always strongly typed: precision follows the model's dtypes",
-    "dryrun": "a dry run builds nothing: use casebook.backends.trt_coverage.coverage_report",
+    "dryrun": "a dry run builds nothing: use casebook.backends.tensorrt.coverage.coverage_report",
 }
 _INSTALL_HINT = (
     "Install Torch-TensorRT for RTX with `make install TENSORRT=rtx` (the default on a machine without "
@@ -433,7 +433,9 @@ def _check_profiles(profiles: Sequence[Profile] | None, args: Sequence[Any]) -> 
         )
     for i, profile in enumerate(profiles):
         if not isinstance(profile, Profile):
-            raise TypeError(f"profiles[{i}] must be a casebook.backends.trt_engine.Profile, got {profile!r}")
+            raise TypeError(
+                f"profiles[{i}] must be a casebook.backends.tensorrt.engine.Profile, got {profile!r}"
+            )
     return [{"min": list(p.min), "opt": list(p.opt), "max": list(p.max), "dtype": p.dtype} for p in profiles]
 
 

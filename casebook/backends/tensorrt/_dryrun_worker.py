@@ -1,6 +1,6 @@
-"""Subprocess entry point for `casebook.backends.trt_coverage`: Torch-TensorRT dry runs.
+"""Subprocess entry point for `casebook.backends.tensorrt.coverage`: Torch-TensorRT dry runs.
 
-Run as ``python -m casebook.backends._trt_dryrun_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
+Run as ``python -m casebook.backends.tensorrt._dryrun_worker REQUEST_DIR``. ``REQUEST_DIR`` holds
 ``program_N.pt2`` (from `torch.export.save`) and ``inputs_N.pt`` (its example inputs) for one or more
 programs, and ``request.json`` (one or more variants of the compile settings, each naming its program
 by ``N``, the modules to import and the pytree registrations to run before loading the programs); the worker writes ``result.json`` there and exits 0
@@ -436,7 +436,7 @@ def _partition_blocks(partitioned: Any, tracker: Any) -> list[dict[str, Any]] | 
             raise ValueError(
                 f"the partitioned graph calls submodule {node.target!r}, neither _run_on_acc_N nor "
                 "_run_on_gpu_N: Torch-TensorRT's partitioner names its blocks differently now; update "
-                "casebook.backends._trt_dryrun_worker._partition_blocks"
+                "casebook.backends.tensorrt._dryrun_worker._partition_blocks"
             )
     return blocks
 

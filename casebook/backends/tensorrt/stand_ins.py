@@ -8,7 +8,7 @@ Each of those steps needs a GPU. The stand-ins below replace exactly those steps
 the graph lowering, the converters, the partition and the engine build are Torch-TensorRT's and
 TensorRT for RTX's own, and the engine bytes are what TensorRT for RTX's builder returned.
 
-They are installed only in the build worker (`casebook.backends._trt_build_worker`), a process of its
+They are installed only in the build worker (`casebook.backends.tensorrt._build_worker`), a process of its
 own, never in a notebook's process. Each one is a `StandIn` record, so a page can print what was stood
 in and why (`describe`), and the tests check each one (`tests/test_trt_stand_ins.py`).
 

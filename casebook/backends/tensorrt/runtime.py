@@ -1,7 +1,7 @@
 """Torch-TensorRT on a machine with a CUDA GPU: compile a program, save it, load it back.
 
 The backend registry's ``tensorrt`` entry, used by `lower`. Without a GPU, engines are built (not
-run) by `casebook.backends.trt_engine`.
+run) by `casebook.backends.tensorrt.engine`.
 """
 
 from __future__ import annotations
