@@ -19,7 +19,7 @@ PORT ?= 8000
 # plus Torch-TensorRT for RTX with TensorRT for RTX from PyPI, whose builder makes real engines
 # without a GPU (running them needs an RTX GPU). torch-tensorrt-rtx installs the same `torch_tensorrt`
 # package as torch-tensorrt, so it goes to a folder of its own, TRT_RTX_DIR, which only the engine
-# builders' worker processes put on their path (casebook/backends/trt_engine.py): each process sees
+# builders' worker processes put on their path (casebook/backends/tensorrt/engine.py): each process sees
 # exactly one torch_tensorrt.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TENSORRT ?= $(if $(HAS_GPU),full,rtx)
@@ -38,7 +38,7 @@ endif
 DETECTRON2 ?= sal
 INSTALLED := $(VENV)/.installed-$(TENSORRT)-detectron2-$(DETECTRON2)
 
-.PHONY: build book test unit site-check browser serve lint format clean install runner
+.PHONY: build book test unit unit-fast site-check browser serve lint format clean install runner page lab
 
 # Pages execute JOBS at a time (scripts/execute_pages.py) into the cache that Sphinx then reads, so
 # the Sphinx build itself executes nothing. Most export work is single-threaded Python.
@@ -87,6 +87,34 @@ $(INSTALLED): requirements.txt $(TRT_REQUIREMENTS_$(TENSORRT)) requirements-trt-
 	rm -rf $(JUPYTER_CACHE)
 	touch $@
 
+# One page with the build's checks, the step every recipe of CONTRIBUTING.md ends with: ruff on its
+# code cells, then the page executed afresh into the book's cache (a raising cell fails, and so does
+# a cell over a third of its timeout). The next `make build` reuses its outputs.
+page: install runner
+	@if [ -z "$(PAGE)" ]; then \
+	  echo "make page needs a page of _toc.yml: make page PAGE=notebooks/pytree_outputs.md"; exit 2; \
+	fi
+	BIN=$(BIN) bash scripts/lint_pages.sh $(PAGE)
+	$(BIN)/python scripts/execute_pages.py --jobs 1 --page $(PAGE)
+
+# JupyterLab (optional, requirements-lab.txt) on the book's folder, with jupytext's viewer as the
+# default for the pages, so a double click opens a page as a notebook. The setting goes into the
+# virtual environment's JupyterLab (overrides.json), not the reader's own settings.
+LAB_INSTALLED := $(VENV)/.installed-lab
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+LAB_ARGS ?=
+$(LAB_INSTALLED): requirements-lab.txt $(INSTALLED)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements-lab.txt
+	touch $@
+
+$(LAB_OVERRIDES): scripts/lab_overrides.json $(LAB_INSTALLED)
+	mkdir -p $(dir $@)
+	cp scripts/lab_overrides.json $@
+
+lab: install $(LAB_INSTALLED) $(LAB_OVERRIDES)
+	@echo "JupyterLab on the book: open a page in book/, notebooks/ or case_studies/ (double click) to run it"
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
 # The unit tests run in TEST_WORKERS processes (pytest-xdist), file by file, so a module's fixture
 # (an exported model, say) is built once; TEST_WORKERS=0 runs them in this process.
 # The fifteen slowest tests are listed at the end, to show where the time goes.
@@ -95,8 +123,15 @@ XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 # Two workers share the cores: their OpenMP threads wait passively, as two pages at a time do
 # (casebook/build_times.py, share_cores).
-unit: install runner
+# JupyterLab too, for the test of `make lab` (tests/test_make_lab.py): installed before the tests start.
+unit: install runner $(LAB_INSTALLED)
 	$(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile) --durations=15
+
+# The fast lane while you work: the unit tests not marked slow (@pytest.mark.slow: a book build, a
+# compiled model, an engine build, a server), in under 2 minutes on a quiet 2-core machine. `make
+# unit` runs them all; run it (or `make test`) before you submit.
+unit-fast: install runner
+	$(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site -m "not slow" $(XDIST) $(if $(XDIST),--dist loadfile) --durations=10
 
 # The site checks run in two processes, file by file: the browser test in one, the checks of the
 # built files beside it in the other. One browser, not two: Chromium already keeps both cores busy
@@ -138,7 +173,7 @@ UNIT_NICE ?= 5
 UNIT_LOG := $(BUILD_DIR)/unit-tests.log
 
 ifeq ($(UNIT_BESIDE),yes)
-test: lint install runner
+test: lint install runner $(LAB_INSTALLED)
 	@mkdir -p $(BUILD_DIR)
 	@echo "Unit tests: started beside the book build (nice $(UNIT_NICE)); their output goes to $(UNIT_LOG)"
 	@start=$$(date +%s); \

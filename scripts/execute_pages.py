@@ -424,9 +424,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     if failures:
         names = ", ".join(run.page for run in failures)
+        again = (
+            " ".join(f"`make page PAGE={run.page}`" for run in failures)
+            if args.page
+            else "`make build`: the pages that succeeded are cached and are not executed again"
+        )
         print(
-            f"\nexecute_pages: {len(failures)} page(s) failed: {names}. Fix them and run `make build` "
-            "again: the pages that succeeded are cached and are not executed again.",
+            f"\nexecute_pages: {len(failures)} page(s) failed: {names}. Fix them and run {again}.",
             file=sys.stderr,
         )
     wall_min = (time.perf_counter() - started) / 60

@@ -194,6 +194,12 @@ def test_one_page_asked_for_is_executed_even_when_cached_and_the_others_are_not(
     assert "1 of 1 pages to execute" in again.stdout and "start  second.md" in again.stdout
     by_name = _execute(book, "--page", "first", "--dry-run")
     assert by_name.returncode == 0 and "  first.md" in by_name.stdout
+    (book / "second.md").write_text(
+        (book / "second.md").read_text() + _cell("raise KeyError('planted 0411')")
+    )
+    raising = _execute(book, "--page", "second.md")
+    assert raising.returncode == 1 and "planted 0411" in raising.stderr
+    assert "1 page(s) failed: second.md. Fix them and run `make page PAGE=second.md`." in raising.stderr
 
 
 def test_a_page_asked_for_that_the_book_does_not_build_is_named(tmp_path):
