@@ -96,3 +96,11 @@ def test_the_readme_layout_is_the_top_level_one_line_a_folder():
     missing = sorted(folder for folder in folders if not folder.startswith(".") and folder not in named)
     assert not missing, f"README.md's layout table has no line for {missing}: add one line a folder"
     assert {"book", "notebooks", "case_studies"} <= named
+
+
+def test_every_recipe_ends_by_running_the_page_it_touched():
+    recipes = CONTRIBUTING.read_text(encoding="utf-8").split("\n## Recipe ")[1:]
+    assert len(recipes) >= 3
+    for recipe in recipes:
+        title = recipe.splitlines()[0]
+        assert "make page PAGE=" in recipe, f"recipe {title!r} does not say to run `make page PAGE=...`"

@@ -22,6 +22,7 @@ from casebook.backends.cache import (
     default_cache_dir,
     metadata_path,
 )
+from casebook.backends.registry import BACKENDS
 from casebook.backends.tensorrt.runtime import check_tensorrt_settings
 from casebook.parity import assert_parity
 from casebook.patches.torchvision import install_nms_fake
@@ -291,7 +292,14 @@ def test_unknown_tensorrt_settings_are_rejected_not_swallowed():
         check_tensorrt_settings(FakeTorchTensorRT, {"min_blocksize": 1})
 
 
-@pytest.mark.parametrize("backend", ["exported_program", "executorch", "onnx"])
+# Backends whose own tests above go through lower() already, compiling once for all of them.
+COVERED_ABOVE = {"aoti": "the AOTInductor tests share one compiled package"}
+IN_PROCESS_CPU_BACKENDS = [
+    name for name, backend in BACKENDS.items() if "cpu" in backend.devices and backend.load is not None
+]
+
+
+@pytest.mark.parametrize("backend", [name for name in IN_PROCESS_CPU_BACKENDS if name not in COVERED_ABOVE])
 def test_every_cpu_backend_of_the_registry_is_reached_through_lower(program, tmp_path, backend):
     ep, x = program
     first = lower(ep, (x,), backend, cache_dir=tmp_path, parity_inputs=[(torch.zeros(2, 3, 16, 16),)])

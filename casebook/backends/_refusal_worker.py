@@ -2,7 +2,7 @@
 
     python -m casebook.backends._refusal_worker ROUTE ARTIFACT CASES.pt FOLDER START
 
-ROUTE is one of ``refusals.IN_PROCESS_LOADERS``. CASES.pt holds a list of (name, args, kwargs). From index
+ROUTE is one of ``refusals.IN_PROCESS_LOADERS``: a backend's ``route`` in the registry. CASES.pt holds a list of (name, args, kwargs). From index
 START on, each case's outcome is written before the next one starts: ``FOLDER/<i>.json`` holds what
 happened (``ran``, or the exception's type and first line) and ``FOLDER/<i>.pt`` the outputs. A case
 that kills the process leaves ``FOLDER/started`` naming it and no ``.json``: the parent records the
@@ -22,24 +22,18 @@ CASE_MARKER = "refusal worker: case "
 
 
 def load(route: str, artifact: str):
-    """The artifact loaded the way its runtime loads it, called like the program: ExecuTorch and ONNX
-    Runtime get the inputs' tensors flattened, in order."""
-    if route == "ExportedProgram":
-        return torch.export.load(artifact).module()
-    if route == "AOTInductor (Python)":
-        return torch._inductor.aoti_load_package(artifact)
-    if route == "ExecuTorch + XNNPACK":
-        from executorch.runtime import Runtime
+    """The artifact loaded the way its runtime loads it (the registry's `load_as_given`, else its
+    `load`), on one thread, called like the program: a backend whose callable takes flat tensors
+    (ExecuTorch, ONNX Runtime) gets the inputs' tensors flattened, in order."""
+    from casebook.backends.registry import backend_of_route
 
-        method = Runtime.get().load_program(artifact).load_method("forward")
-        # The runtime's own call, with the tensors as given (no .contiguous() on the way in).
-        return lambda *args: list(method.execute(pytree.tree_leaves(args)))
-    if route == "ONNX Runtime":
-        from casebook.backends.onnx_runtime import OnnxRuntimeProgram
-
-        session = OnnxRuntimeProgram(artifact, threads=1)
-        return lambda *args: session(*pytree.tree_leaves(args))
-    raise ValueError(f"no loader for route {route!r}")
+    backend = backend_of_route(route)
+    if backend.load is None:
+        raise ValueError(f"{route!r} runs in a process of its own, not in this worker (refusals.probe)")
+    loaded = (backend.load_as_given or backend.load)(Path(artifact), torch.device("cpu"), {"threads": 1})
+    if backend.flat_outputs:
+        return lambda *args: loaded(*pytree.tree_leaves(args))
+    return loaded
 
 
 def main(route: str, artifact: str, cases_file: str, folder: str, start: str) -> None:

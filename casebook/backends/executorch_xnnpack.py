@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -339,6 +339,17 @@ def write_pte(
 def load_pte(path: Path, device: Any = None, settings: Any = None) -> ExecuTorchProgram:
     """The ``.pte`` in the ExecuTorch runtime (the backend registry's load)."""
     return ExecuTorchProgram(path)
+
+
+def load_pte_as_given(
+    path: Path, device: Any = None, settings: Any = None
+) -> Callable[..., list[torch.Tensor]]:
+    """The ``.pte``'s ``forward`` called as the runtime is, with the tensors as given (no ``.contiguous()``
+    on the way in, unlike `ExecuTorchProgram`): what a service that calls the runtime itself gets."""
+    from executorch.runtime import Runtime  # the runtime alone, as a service imports it
+
+    method = Runtime.get().load_program(str(path)).load_method("forward")
+    return lambda *tensors: list(method.execute(list(tensors)))
 
 
 def pte_tie(path: Path, loaded: Any = None) -> str:

@@ -27,11 +27,33 @@ from torch.utils import _pytree as pytree
 from .. import REPO_ROOT
 from ._refusal_worker import CASE_MARKER
 from .aoti_cpp import CppRun, run_cpp
+from .registry import BACKENDS
+from .routes import ROUTES as CPU_BACKENDS
 
-IN_PROCESS_LOADERS = ("ExportedProgram", "AOTInductor (Python)", "ExecuTorch + XNNPACK", "ONNX Runtime")
-"""The routes :func:`probe` loads in a Python worker (``_refusal_worker.load``)."""
+IN_PROCESS_LOADERS = tuple(BACKENDS[name].route for name in CPU_BACKENDS if BACKENDS[name].load is not None)
+"""The routes :func:`probe` loads in a Python worker (``_refusal_worker.load``): every CPU backend of
+the registry that loads in Python."""
 
-ROUTES = (*IN_PROCESS_LOADERS, "AOTInductor (C++)")
+CPP_ROUTE = BACKENDS["aoti_cpp"].route  # run with the book's run_aoti, one process per case
+ROUTES = (*IN_PROCESS_LOADERS, CPP_ROUTE)
+if set(ROUTES) != {BACKENDS[name].route for name in CPU_BACKENDS}:
+    raise ValueError(
+        "a CPU backend of the registry runs another's artifact in a process of its own, and "
+        "refusals.probe has no way to run it: add one next to the C++ route's"
+    )
+
+
+def refusal_columns() -> dict[str, tuple[str, bool]]:
+    """The refusal table's columns, in the registry's order: one per CPU route, or one per way its
+    runtime can be run with respect to input checks ("AOTInductor (Python), checks on"), each the
+    route and whether ``probe`` turns the checks on."""
+    found = {}
+    for name in CPU_BACKENDS:
+        backend = BACKENDS[name]
+        for mode, checks in (backend.check_inputs_modes or {"": False}).items():
+            found[f"{backend.route}, {mode}" if mode else backend.route] = (backend.route, checks)
+    return found
+
 
 # A runtime's own log line on stderr: ExecuTorch's "[method.cpp:1206] Input 0 has unexpected ...".
 _RUNTIME_LOG = re.compile(r"^\[[\w.]+\.cpp:\d+\] (?P<message>.+)$")
@@ -137,7 +159,7 @@ def probe(
     if not Path(artifact).is_file():
         raise FileNotFoundError(f"no {route} artifact at {artifact}: build it first (routes.build_routes)")
     calls = [(name, *_as_call(value)) for name, value in cases]
-    if route == "AOTInductor (C++)":
+    if route == CPP_ROUTE:
         runs = [
             run_cpp(artifact, (args, kwargs), check_inputs=check_inputs, threads=1, timeout_s=timeout_s)
             for _, args, kwargs in calls

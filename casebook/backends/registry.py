@@ -62,6 +62,12 @@ class Backend:
     # called with the inputs' device before anything else; raises what the machine lacks, with what to do
     require: Callable[[torch.device], Any] | None = None
     key_extra: Mapping[str, str] = field(default_factory=dict)  # added to the settings in the cache key
+    # load's callable without the book's conveniences, called as a service calls the runtime (the
+    # side-by-side page's refusal probe runs it); None: `load` already is that
+    load_as_given: Callable[..., Any] | None = None
+    # the ways its runtime can be run with respect to input checks, each a column of the refusal
+    # table: label -> AOTI_RUNTIME_CHECK_INPUTS on or off; empty: the runtime has no such switch
+    check_inputs_modes: Mapping[str, bool] = field(default_factory=dict)
 
 
 def _write_exported_program(
@@ -111,6 +117,7 @@ BACKENDS: Mapping[str, Backend] = {
             devices=("cpu", "cuda"),
             # compiled with gradients off (write_package): keys from before that rule are not reused
             key_extra={"compiled_under": "no_grad"},
+            check_inputs_modes={"default": False, "checks on": True},
         ),
         Backend(
             "aoti_cpp",
@@ -122,6 +129,8 @@ BACKENDS: Mapping[str, Backend] = {
             None,
             _late("casebook.backends.aoti:package_tie"),
             runs_artifact_of="aoti",
+            # run_aoti turns the package's checks on unless told otherwise
+            check_inputs_modes={"checks off": False, "run_aoti's default": True},
         ),
         Backend(
             "executorch",
@@ -133,6 +142,7 @@ BACKENDS: Mapping[str, Backend] = {
             _late("casebook.backends.executorch_xnnpack:load_pte"),
             _late("casebook.backends.executorch_xnnpack:pte_tie"),
             flat_outputs=True,
+            load_as_given=_late("casebook.backends.executorch_xnnpack:load_pte_as_given"),
         ),
         Backend(
             "onnx",
@@ -161,6 +171,16 @@ BACKENDS: Mapping[str, Backend] = {
         ),
     )
 }
+
+
+def backend_of_route(route: str) -> Backend:
+    """The backend whose row on the side-by-side page is `route` ("ONNX Runtime")."""
+    for backend in BACKENDS.values():
+        if backend.route == route:
+            return backend
+    raise ValueError(
+        f"no backend has the route {route!r}; the routes are {[b.route for b in BACKENDS.values()]}"
+    )
 
 
 def flat(fn: Callable[..., Any]) -> Callable[..., list[torch.Tensor]]:

@@ -44,8 +44,8 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     return result, time.perf_counter() - start
 
 
-ROUTES = ("exported_program", "aoti", "aoti_cpp", "executorch", "onnx")
-"""The backends of the registry that run on the CPU, in the order the page compares them."""
+ROUTES = tuple(name for name, backend in BACKENDS.items() if "cpu" in backend.devices)
+"""The backends of the registry that run on the CPU, in its order, which the page compares them in."""
 
 
 def build_routes(
