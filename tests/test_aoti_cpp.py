@@ -41,6 +41,7 @@ def run_binary(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(runner_path()), *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_runs_with_parity_at_two_sizes(tiny):
     model, package = tiny
     for image in (torch.rand(3, 64, 96), torch.rand(3, 200, 33)):
@@ -54,6 +55,7 @@ def test_runs_with_parity_at_two_sizes(tiny):
         assert str(result).startswith("exit code 0 (ran)")
 
 
+@pytest.mark.slow
 def test_usage(tiny):
     completed = run_binary()
     assert completed.returncode == 2
@@ -61,6 +63,7 @@ def test_usage(tiny):
     assert "usage: run_aoti [--load-library LIB.so]..." in completed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -76,6 +79,7 @@ def test_bad_options(tiny, args, message):
     assert completed.returncode == 2 and message in completed.stderr
 
 
+@pytest.mark.slow
 def test_operator_library_that_does_not_load(tiny, tmp_path):
     _, package = tiny
     result = run_cpp(package, (torch.rand(3, 64, 64),), libraries=[tmp_path / "libmissing_ops.so"])
@@ -84,6 +88,7 @@ def test_operator_library_that_does_not_load(tiny, tmp_path):
     assert "ldd LIB.so" in result.error
 
 
+@pytest.mark.slow
 def test_operator_libraries_are_loaded_before_the_package(tiny):
     model, package = tiny
     libc10 = Path(torch.__file__).parent / "lib" / "libc10.so"  # any loadable library will do
@@ -100,6 +105,7 @@ def test_python_shared_library(monkeypatch):
         python_shared_library()
 
 
+@pytest.mark.slow
 def test_missing_package(tiny, tmp_path):
     result = run_cpp(tmp_path / "nowhere.pt2", (torch.rand(3, 64, 64),))
     assert result.returncode == 3 and result.outputs is None

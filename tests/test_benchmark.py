@@ -206,6 +206,7 @@ def test_bad_input_is_refused_with_what_to_do():
         result.headline("eager")
 
 
+@pytest.mark.slow
 def test_timed_rounds_wait_for_another_process_holding_the_timing_lock(monkeypatch, tmp_path, capsys):
     # `make build` executes two pages at a time; their timed rounds must not overlap.
     import subprocess

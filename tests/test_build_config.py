@@ -77,3 +77,7 @@ def test_a_tagged_raising_cell_builds(repo_root, tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     page = (tmp_path / "book" / "_build" / "html" / "page.html").read_text()
     assert "planted failure 4821" in page, "the expected traceback is not shown on the page"
+    # The page offers its executed notebook, the traceback included (casebook.sphinx_notebooks).
+    assert 'href="_sources/page.ipynb"' in page, "the page's download menu has no .ipynb"
+    offered = (tmp_path / "book" / "_build" / "html" / "_sources" / "page.ipynb").read_text()
+    assert "planted failure 4821" in offered

@@ -50,6 +50,7 @@ def test_reference_points_agree_and_lie_inside_the_unit_square():
             torch.testing.assert_close(points, expected, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_all_forms_give_identical_outputs_in_eager(weights, registered):
     reference = build(weights, "tensor", "linspace")
     inputs = [([{"image": image, "height": 480, "width": 640}],) for image in images((128, 128), (96, 160))]
@@ -70,12 +71,14 @@ def test_output_is_detectron2_style_instances_scaled_to_the_requested_size(weigh
     torch.testing.assert_close(large["instances"].pred_boxes.tensor, 2 * instances.pred_boxes.tensor)
 
 
+@pytest.mark.slow
 def test_tensor_spatial_shapes_with_linspace_fail_to_export(weights):
     model = build(weights, "tensor", "linspace")
     with pytest.raises(GuardOnDataDependentSymNode, match="data-dependent expression"):
         torch.export.export(model, ([{"image": images((128, 128))[0]}],))
 
 
+@pytest.mark.slow
 def test_dynamic_export_of_list_and_arange_form_matches_eager_at_new_sizes(weights, registered):
     model = build(weights, "list", "arange")
     height, width = Dim("H", min=64, max=512), Dim("W", min=64, max=512)
@@ -86,6 +89,7 @@ def test_dynamic_export_of_list_and_arange_form_matches_eager_at_new_sizes(weigh
     assert_parity(model, program.module(), new_sizes)
 
 
+@pytest.mark.slow
 def test_attention_as_a_custom_operator_agrees_with_the_inline_fallback(weights, registered):
     reference = build(weights, "tensor", "linspace")
     inputs = [([{"image": image, "height": 480, "width": 640}],) for image in images((128, 128), (96, 160))]
@@ -95,6 +99,7 @@ def test_attention_as_a_custom_operator_agrees_with_the_inline_fallback(weights,
         )
 
 
+@pytest.mark.slow
 def test_dynamic_export_with_the_attention_operator_keeps_one_call_per_layer(weights, registered):
     model = build(weights, "list", "arange", attention="custom_op")
     height, width = Dim("H", min=64, max=512), Dim("W", min=64, max=512)

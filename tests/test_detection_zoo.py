@@ -55,6 +55,7 @@ def dynamic_program(proven):
     return torch.export.load(str(saved / f"{SMALLEST_RCNN}.dynamic.pt2"))
 
 
+@pytest.mark.slow
 def test_export_and_compare_checks_a_builder_three_ways_and_saves_two_programs(proven):
     result, saved = proven
     assert result.size_range == (65, None)
@@ -69,6 +70,7 @@ def test_export_and_compare_checks_a_builder_three_ways_and_saves_two_programs(p
     assert result.bad_inputs["uint8 pixels, 0 to 255"][1] == "runs"  # the program, unchecked
 
 
+@pytest.mark.slow
 def test_the_dynamic_program_takes_new_sizes_and_matches_eager(dynamic_program):
     assert size_range(dynamic_program) == {"H": (65, None), "W": (65, None)}
     model = build_detector(SMALLEST_RCNN)
@@ -77,11 +79,13 @@ def test_the_dynamic_program_takes_new_sizes_and_matches_eager(dynamic_program):
     assert differences["tied at the cut"] == 0
 
 
+@pytest.mark.slow
 def test_a_size_below_the_range_is_rejected_by_the_program(dynamic_program):
     with pytest.raises(AssertionError, match=r"Guard failed: images\[0\].size\(\)\[1\] >= 65"):
         dynamic_program.module()([torch.rand(3, 64, 100)])
 
 
+@pytest.mark.slow
 def test_checked_detector_refuses_what_the_program_would_run_or_garble(dynamic_program):
     checked = checked_detector(dynamic_program)
     image = load_image("coffee", (200, 333))
@@ -110,6 +114,7 @@ class DecodeKeypoints(torch.nn.Module):
         return heatmaps_to_keypoints(maps, boxes, self.image_size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("image_size", "bounds"),
     [(None, {"H": (1, None), "W": (1, None)}), ((320, 256), {"H": (1, 320), "W": (1, 256)})],

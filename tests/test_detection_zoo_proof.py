@@ -14,6 +14,7 @@ def asked(name, save_to, *, save_dynamic=False):
     return (name, str(save_to), save_dynamic)
 
 
+@pytest.mark.slow
 def test_proofs_are_collected_by_name_with_a_line_each(tmp_path, capsys):
     proofs = start_proofs(
         ["fcos_resnet50_fpn", "ssd300_vgg16"], tmp_path, save_dynamic=["ssd300_vgg16"], prove=asked
@@ -45,6 +46,7 @@ def test_bad_requests_are_refused_before_any_process_starts(tmp_path, names, key
         start_proofs(names, tmp_path, prove=asked, **keywords)
 
 
+@pytest.mark.slow
 def test_waiting_for_a_builder_that_was_not_started_names_those_that_were(tmp_path):
     proofs = start_proofs(["ssd300_vgg16"], tmp_path, prove=asked)
     try:

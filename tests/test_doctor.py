@@ -309,6 +309,7 @@ def test_cli_unknown_option_is_a_usage_error(factories, monkeypatch, capsys):
     )
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_json(factories):
     """The real entry point, `python -m casebook.doctor`: 1 with findings, 0 when clean."""
     failing = subprocess.run(
@@ -366,6 +367,7 @@ def test_the_load_in_a_fresh_process_runs_only_for_programs_that_name_registrati
     assert step.detail == "the program names no custom operator or pytree class" and step.seconds < 1, step
 
 
+@pytest.mark.slow
 def test_json_reports_follow_the_documented_schema():
     import jsonschema
 
@@ -379,6 +381,7 @@ def test_json_reports_follow_the_documented_schema():
     jsonschema.validate(json.loads(diagnose(**CLEAN()).to_json()), JSON_SCHEMA)
 
 
+@pytest.mark.slow
 def test_the_command_line_does_not_import_the_notebook_display():
     """The doctor runs in a terminal or CI: it needs parity (casebook.parity), not IPython, which only
     pages use to show an expected error (casebook.expected_errors)."""

@@ -51,6 +51,7 @@ def test_a_device_argument_in_the_program_is_named_with_the_fix_that_runs():
     assert finding.evidence[-1] == "move_to_device_pass(program, device) runs on the same inputs"
 
 
+@pytest.mark.slow
 def test_the_doctor_leaves_the_program_on_its_device():
     report = diagnose(**REPRODUCTIONS["device-baked"]())
     (finding,) = [finding for finding in report.findings if finding.kind == "device-baked"]
@@ -68,6 +69,7 @@ def test_an_operator_meta_cannot_run_leaves_the_question_open_without_a_finding(
     assert step.outcome == "passed" and step.detail.startswith("not decided on cuda (meta stands in)")
 
 
+@pytest.mark.slow
 def test_the_fix_is_checked_on_a_copy_that_keeps_an_input_named_input():
     # nn.Sequential's argument is called `input`; a deep copy of its program renames that placeholder,
     # and move_to_device_pass's validation would refuse the copy.

@@ -67,6 +67,7 @@ def test_provenance_through_a_size_only_is_not_a_value():
     assert "reads sizes packed into a tensor" in report.findings[0].evidence[1], report
 
 
+@pytest.mark.slow
 def test_a_custom_operator_from_a_module_is_a_note_naming_the_import():
     report = diagnose(**UNSEEN["custom-op-from-a-module"].call())
     assert report.ok, report

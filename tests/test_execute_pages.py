@@ -171,6 +171,7 @@ def test_a_page_may_set_its_own_cell_timeout(tmp_path):
     assert "Executing notebook" not in built.stdout + built.stderr
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_named(tmp_path):
     result = _execute(tmp_path, "--jobs", "0")
     assert result.returncode == 2 and "--jobs must be at least 1, not 0" in result.stderr
@@ -178,6 +179,7 @@ def test_bad_arguments_are_named(tmp_path):
     assert result.returncode != 0 and f"no table of contents at {tmp_path / '_toc.yml'}" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_toc_entry_without_a_file_is_named(tmp_path):
     (tmp_path / "_config.yml").write_text("execute:\n  timeout: 10\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: missing_page\n")
@@ -202,6 +204,7 @@ def test_one_page_asked_for_is_executed_even_when_cached_and_the_others_are_not(
     assert "1 page(s) failed: second.md. Fix them and run `make page PAGE=second.md`." in raising.stderr
 
 
+@pytest.mark.slow
 def test_a_page_asked_for_that_the_book_does_not_build_is_named(tmp_path):
     book = _fixture_book(tmp_path, {"first": _cell("print('one')")})
     (book / "notes").mkdir()
@@ -214,6 +217,7 @@ def test_a_page_asked_for_that_the_book_does_not_build_is_named(tmp_path):
     assert result.returncode != 0 and "_toc.yml has that page at first.md" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_build_stops_on_a_page_the_toc_does_not_list(tmp_path):
     book = _fixture_book(tmp_path, {"first": _cell("print('one')")})
     (book / "notebooks").mkdir()
@@ -363,6 +367,7 @@ def test_a_page_names_itself_to_its_kernel_and_its_old_engine_records_go(monkeyp
     assert cell.outputs[0]["text"].strip() == page
 
 
+@pytest.mark.slow
 def test_a_page_s_cpu_seconds_include_the_processes_its_kernel_waited_for():
     spin = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass"
     code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])"

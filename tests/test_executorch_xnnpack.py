@@ -43,6 +43,7 @@ def lowered_net(tmp_path_factory):
     return net, lowered, lowered.save(tmp_path_factory.mktemp("et") / "small.pte")
 
 
+@pytest.mark.slow
 def test_lowering_delegates_the_network_and_reports_it(lowered_net):
     _, lowered, path = lowered_net
     assert lowered.delegated_subgraphs >= 1 and lowered.delegated_nodes > 0
@@ -51,6 +52,7 @@ def test_lowering_delegates_the_network_and_reports_it(lowered_net):
     assert path.stat().st_size == len(lowered.pte) and "XNNPACK subgraph(s)" in str(lowered)
 
 
+@pytest.mark.slow
 def test_the_pte_runs_with_parity(lowered_net):
     net, _, path = lowered_net
     program = ExecuTorchProgram(path)
@@ -61,6 +63,7 @@ def test_the_pte_runs_with_parity(lowered_net):
     assert runtime_threads() >= 1
 
 
+@pytest.mark.slow
 def test_bad_inputs_to_the_helpers(lowered_net, tmp_path):
     _, lowered, _ = lowered_net
     with pytest.raises(TypeError, match="takes a torch.export.ExportedProgram, got SmallNet"):
@@ -82,6 +85,7 @@ class CumsumBetweenConvolutions(torch.nn.Module):
         return self.second(self.first(x).relu().cumsum(dim=1))
 
 
+@pytest.mark.slow
 def test_the_partition_is_read_in_graph_order_and_drawn():
     net = CumsumBetweenConvolutions().eval()
     x = torch.rand(1, 3, 12, 12)
@@ -103,6 +107,7 @@ def test_the_partition_is_read_in_graph_order_and_drawn():
     )
 
 
+@pytest.mark.slow
 def test_backbone_stand_in_returns_named_features_and_is_restored(lowered_net):
     net, _, path = lowered_net
     stand_in = BackboneOnExecuTorch(ExecuTorchProgram(path), ["logits", "features"])

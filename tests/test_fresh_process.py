@@ -11,6 +11,7 @@ def test_a_clean_run_returns_its_output_and_no_error():
     assert result.stdout.strip() == "imported False"
 
 
+@pytest.mark.slow
 def test_a_failed_run_reports_the_last_exception_line():
     result = run_python(
         """

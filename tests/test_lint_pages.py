@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from booklayout import REPO_ROOT, page_source
 
 SCRIPT = REPO_ROOT / "scripts" / "lint_pages.sh"
@@ -22,6 +24,7 @@ def test_a_missing_page_is_a_usage_error():
     assert "no such page: no/such/page.md" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_page_with_a_lint_error_is_named_with_its_cell(tmp_path):
     page = tmp_path / "unused.md"
     page.write_text(HEADER + "\n```{code-cell} ipython3\nimport os\n```\n")
@@ -31,6 +34,7 @@ def test_a_page_with_a_lint_error_is_named_with_its_cell(tmp_path):
     assert "1 page(s) need fixing" in result.stderr and "make format" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_clean_page_passes(tmp_path):
     page = tmp_path / "clean.md"
     page.write_text(HEADER + '\n```{code-cell} ipython3\nprint("hello")\n```\n')

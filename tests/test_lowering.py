@@ -66,6 +66,7 @@ def compiled(program, cache_dir):
     return lower(ep, (x,), "aoti", cache_dir=cache_dir, parity_inputs=[(torch.randn(2, 3, 16, 16),)])
 
 
+@pytest.mark.slow
 def test_aoti_lowering_has_parity(program, compiled):
     ep, x = program
     assert isinstance(compiled, Lowered)
@@ -81,6 +82,7 @@ def test_aoti_lowering_has_parity(program, compiled):
     torch.testing.assert_close(out["logits"], ep.module()(x)["logits"], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_same_program_and_settings_is_a_cache_hit(program, cache_dir, compiled):
     ep, x = program
     start = time.perf_counter()
@@ -93,11 +95,13 @@ def test_same_program_and_settings_is_a_cache_hit(program, cache_dir, compiled):
     assert "loaded from cache" in str(again)
 
 
+@pytest.mark.slow
 def test_reexporting_the_same_model_reuses_the_cache(program, cache_dir, compiled):
     ep, x = _export()  # same seed: same weights, fresh ExportedProgram
     assert lower(ep, (x,), "aoti", cache_dir=cache_dir).from_cache
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NO_CUDA, reason="checks the CPU-only choice")
 def test_auto_picks_aoti_on_cpu_and_says_why(program, cache_dir, compiled):
     ep, x = program
@@ -218,6 +222,7 @@ def test_lower_raises_when_compiled_module_disagrees(program, monkeypatch, tmp_p
         lower(ep, (x,), "aoti", cache_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_aoti_compiles_with_gradients_off_so_freezing_acts(program, monkeypatch, tmp_path):
     """Inductor freezes only when ``torch.is_grad_enabled()`` is false during the compile."""
     ep, x = program
@@ -299,6 +304,7 @@ IN_PROCESS_CPU_BACKENDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [name for name in IN_PROCESS_CPU_BACKENDS if name not in COVERED_ABOVE])
 def test_every_cpu_backend_of_the_registry_is_reached_through_lower(program, tmp_path, backend):
     ep, x = program

@@ -67,6 +67,7 @@ def test_make_lab_opens_a_page_as_a_notebook():
         lab.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_make_page_without_a_page_says_how_to_name_one():
     result = subprocess.run(
         ["make", "--no-print-directory", "-C", str(REPO_ROOT), "page"],

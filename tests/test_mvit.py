@@ -1,11 +1,13 @@
 """casebook.models.mvit: MViT for small clips."""
 
+import pytest
 import torch
 import torchvision
 
 from casebook.models.mvit import mvit_v2_s_for_clip
 
 
+@pytest.mark.slow
 def test_mvit_v2_s_for_clip_is_torchvisions_architecture_at_another_clip_size():
     torch.manual_seed(0)
     model = mvit_v2_s_for_clip(temporal_size=4, spatial_size=(32, 32), num_classes=5).eval()

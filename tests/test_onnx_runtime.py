@@ -28,6 +28,7 @@ def small_onnx(tmp_path_factory):
     return net, path
 
 
+@pytest.mark.slow
 def test_reading_the_file(small_onnx):
     _, path = small_onnx
     counts = operator_counts(path)
@@ -37,6 +38,7 @@ def test_reading_the_file(small_onnx):
     assert opsets(path)["ai.onnx"] >= 18
 
 
+@pytest.mark.slow
 def test_runs_with_parity_at_two_batches(small_onnx):
     net, path = small_onnx
     program = OnnxRuntimeProgram(path, threads=1)
@@ -46,6 +48,7 @@ def test_runs_with_parity_at_two_batches(small_onnx):
         torch.testing.assert_close(got, net(x), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_bad_inputs(small_onnx, tmp_path):
     _, path = small_onnx
     with pytest.raises(FileNotFoundError, match="no ONNX file at .*torch.onnx.export"):

@@ -73,10 +73,12 @@ def reference(model):
     return {name: _run(model, image) for name, image in _images().items()}
 
 
+@pytest.mark.slow
 def test_reference_has_detections(reference):
     assert reference["cat"]["scores"].numel() > 0  # otherwise the comparisons below prove little
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patch", list(d2p.PATCHES))
 def test_each_patch_keeps_eager_outputs_identical(model, reference, patch):
     # The finite-filter patches are also exercised on the NaN image; the others on the cat alone.
@@ -86,6 +88,7 @@ def test_each_patch_keeps_eager_outputs_identical(model, reference, patch):
             _assert_identical(reference[name], _run(model, _images()[name]))
 
 
+@pytest.mark.slow
 def test_all_patches_keep_eager_outputs_identical(model, reference):
     with d2p.export_patches():
         for name, image in _images().items():

@@ -67,6 +67,7 @@ def _run(model, images):
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PATCHES))
 def test_each_patch_keeps_eager_detector_outputs_identical(detector, images, name):
     for batch in images:
@@ -313,6 +314,7 @@ def test_upstream_still_needs_skip_resize_in_eval():
     assert opted.resize(torch.rand(3, 90, 130))[0].shape[-2] == 200  # the switch is ignored in eval
 
 
+@pytest.mark.slow
 def test_patched_detector_exports_statically_and_matches_eager(detector, images):
     with export_patches(*STATIC_EXPORT_PATCHES):
         program = torch.export.export(detector, (images[0],), strict=False)
@@ -321,6 +323,7 @@ def test_patched_detector_exports_statically_and_matches_eager(detector, images)
     print(assert_parity(detector, program.module(), inputs))
 
 
+@pytest.mark.slow
 def test_stock_detector_does_not_export(detector, images):
     # With 200 proposals per level the "> 4000" dispatch is decided by the bound (u1 <= 600) and the
     # first failure is the empty check; with the default 1000 it is the dispatch (see the notebook).

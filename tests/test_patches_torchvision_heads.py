@@ -194,6 +194,7 @@ def test_upstream_still_needs_paste_masks_without_loop():
     assert empty.shape == (0, 1, 60, 80)
 
 
+@pytest.mark.slow
 def test_upstream_still_needs_heatmaps_to_keypoints_without_loop():
     maps = torch.randn(6, 17, 56, 56, generator=torch.Generator().manual_seed(4))
     args = (maps, _boxes(6, 60, 80, seed=4), _scores())

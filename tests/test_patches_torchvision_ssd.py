@@ -71,6 +71,7 @@ def ssdlite():
     return zoo.build_detector("ssdlite320_mobilenet_v3_large")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "image",
     [
@@ -88,6 +89,7 @@ def test_eager_ssdlite_detections_unchanged(ssdlite, image):
     assert len(expected["scores"]) > 0
 
 
+@pytest.mark.slow
 def test_eager_ssdlite_without_detections_unchanged(ssdlite, monkeypatch):
     monkeypatch.setattr(ssdlite, "score_thresh", 1.0)  # no softmax score exceeds it
     image = zoo.example_image("ssdlite320_mobilenet_v3_large")
@@ -118,6 +120,7 @@ def _topk_sizes(program):
     ]
 
 
+@pytest.mark.slow
 def test_upstream_still_needs_ssd_candidates_in_one_topk():
     generator = torch.Generator().manual_seed(5)
     head = _head_outputs(1, 200, 6, generator)

@@ -27,6 +27,7 @@ def test_a_model_without_batchnorm_is_refused():
         reestimate_batchnorm(nn.Linear(2, 2), torch.ones(1, 2))
 
 
+@pytest.mark.slow
 def test_random_detector_is_seeded_calibrated_and_checks_its_name():
     name = "fasterrcnn_mobilenet_v3_large_320_fpn"
     first, again = random_detector(name), random_detector(name)

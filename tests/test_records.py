@@ -23,6 +23,7 @@ def test_a_record_reads_the_table_over_the_defaults():
     assert "one pixel below the range" in record("ssd300_vgg16").bad_input_exceptions
 
 
+@pytest.mark.slow
 def test_the_interface_builds_gives_inputs_and_export_arguments():
     detector = record("fasterrcnn_mobilenet_v3_large_320_fpn")
     (images,) = detector.example_inputs()

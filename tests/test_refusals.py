@@ -89,6 +89,7 @@ def test_probe_refuses_an_unknown_route_and_a_missing_file(tmp_path):
         probe("ONNX Runtime", tmp_path / "missing.onnx", [])
 
 
+@pytest.mark.slow
 def test_probe_runs_an_exported_program_in_a_worker(tmp_path):
     class Double(torch.nn.Module):
         def forward(self, x):

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from casebook.backends import lowering
 from casebook.backends.registry import BACKENDS
 from casebook.backends.routes import ROUTES
@@ -21,6 +23,7 @@ def test_every_record_is_complete_and_lower_and_the_routes_read_them():
     assert set(ROUTES) == {n for n, e in BACKENDS.items() if "cpu" in e.devices}
 
 
+@pytest.mark.slow
 def test_importing_the_registry_imports_no_backend_runtime():
     """Its functions import their modules when first called: lower() does not load ExecuTorch."""
     code = (
@@ -31,6 +34,7 @@ def test_importing_the_registry_imports_no_backend_runtime():
     assert loaded.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_a_new_backend_is_one_entry_every_list_of_routes_reads(tmp_path):
     """A CPU backend added to the registry (here a stand-in that writes and loads an ExportedProgram)
     shows up in lower(), the routes, the refusal probe's routes and columns, and its worker's loader,
@@ -61,8 +65,6 @@ print(tuple(run(torch.randn(1, 2)).shape))
 
 
 def test_an_unknown_route_names_the_routes_there_are():
-    import pytest
-
     from casebook.backends.registry import backend_of_route
 
     with pytest.raises(

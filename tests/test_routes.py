@@ -39,6 +39,7 @@ def built(tmp_path_factory):
     return net, x, routes, threads
 
 
+@pytest.mark.slow
 def test_every_route_is_built_loaded_and_agrees_with_eager(built):
     net, x, routes, _ = built
     assert list(routes) == [
@@ -61,6 +62,7 @@ def test_every_route_is_built_loaded_and_agrees_with_eager(built):
             assert route.artifact.is_file() and route.size_mib > 0 and route.build_seconds > 0, name
 
 
+@pytest.mark.slow
 def test_each_file_says_what_ties_it(built):
     _, _, routes, _ = built
     assert routes["ExportedProgram"].tied_to.startswith("export schema ")
@@ -76,6 +78,7 @@ def test_each_file_says_what_ties_it(built):
     assert routes["ONNX Runtime"].tied_to.startswith("opset ")
 
 
+@pytest.mark.slow
 def test_cpp_latency_reports_timings_and_the_outputs(built):
     net, x, routes, threads = built
     timed = cpp_latency(routes["AOTInductor (C++)"].artifact, [x], threads=threads, repeat=3)
@@ -83,12 +86,14 @@ def test_cpp_latency_reports_timings_and_the_outputs(built):
     torch.testing.assert_close(list(timed.outputs), flat(net)(x), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_cpp_latency_raises_with_the_programs_message(built, tmp_path):
     _, x, _, threads = built
     with pytest.raises(RuntimeError, match=r"run_aoti failed on missing\.pt2: run_aoti:"):
         cpp_latency(tmp_path / "missing.pt2", [x], threads=threads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("repeat", [0, -1])
 def test_cpp_latency_needs_runs_to_time(built, repeat):
     _, x, routes, threads = built

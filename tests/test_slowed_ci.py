@@ -4,6 +4,8 @@ past the limit is stopped."""
 import subprocess
 import sys
 
+import pytest
+
 from booklayout import REPO_ROOT
 
 SCRIPT = str(REPO_ROOT / "scripts" / "slowed_ci.py")
@@ -21,6 +23,7 @@ def test_the_command_runs_beside_one_neighbour_per_core_and_its_status_is_kept()
     assert "exit status 7 after" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_command_past_the_limit_is_stopped():
     result = _run("--limit-min", "0.02", "--", sys.executable, "-c", "import time; time.sleep(30)")
     assert result.returncode == 124

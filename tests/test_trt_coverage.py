@@ -102,6 +102,7 @@ def nms_reports(nms_head):
     return reports, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
 
+@pytest.mark.slow
 def test_resnet18_is_one_tensorrt_engine(resnet18_reports):
     report = resnet18_reports[0]
 
@@ -122,6 +123,7 @@ def test_resnet18_is_one_tensorrt_engine(resnet18_reports):
     assert set(report.to_frame()["support"]) == {"converter"}
 
 
+@pytest.mark.slow
 def test_relu_in_torch_splits_resnet18_and_min_block_size_drops_small_blocks(resnet18_reports):
     _, coarse, fine = resnet18_reports
 
@@ -142,6 +144,7 @@ def test_relu_in_torch_splits_resnet18_and_min_block_size_drops_small_blocks(res
     assert frame.loc[frame["op"] == RELU, "support"].item() == "torch_executed_ops"
 
 
+@pytest.mark.slow
 def test_nms_has_no_converter(nms_reports):
     report = nms_reports[0][0]
 
@@ -162,6 +165,7 @@ def test_nms_has_no_converter(nms_reports):
     assert frame["op"][0] == NMS
 
 
+@pytest.mark.slow
 def test_misnamed_torch_executed_ops_are_ignored_with_a_warning(nms_reports):
     (plain, misnamed), messages = nms_reports
 
@@ -170,6 +174,7 @@ def test_misnamed_torch_executed_ops_are_ignored_with_a_warning(nms_reports):
     assert misnamed.trt_block_sizes == plain.trt_block_sizes
 
 
+@pytest.mark.slow
 def test_require_full_compilation_fails_on_nms(nms_head):
     with pytest.raises(TensorRTCompileError, match=FULL_COMPILATION_MESSAGE) as caught:
         coverage_report(*nms_head, require_full_compilation=True)
@@ -201,6 +206,7 @@ def instances_head():
     return torch.export.export(InstancesHead(), inputs, strict=False), inputs
 
 
+@pytest.mark.slow
 def test_custom_pytree_output_needs_its_registration_in_the_worker(instances_head):
     with pytest.raises(CoverageAnalysisError, match="phase 'load'") as caught:
         coverage_report(*instances_head, min_block_size=1)
@@ -209,6 +215,7 @@ def test_custom_pytree_output_needs_its_registration_in_the_worker(instances_hea
     assert "pytree_registrations=" in message and "'casebook.models.stand_ins.Instances'" in message
 
 
+@pytest.mark.slow
 def test_with_its_registration_the_worker_loads_instances_and_torch_tensorrt_refuses_them(instances_head):
     """Loaded, the program reaches Torch-TensorRT, whose constant folding then rebuilds the outputs
     from placeholder objects (torch._inductor's ConstantFolder runs with output processing on), and
@@ -239,6 +246,7 @@ def register():
 """
 
 
+@pytest.mark.slow
 def test_pytree_registrations_named_as_strings_reach_the_worker(tmp_path, monkeypatch):
     """A dataclass output, whose constructor takes anything, gets through Torch-TensorRT's dry run."""
     (tmp_path / "casebook_test_detections.py").write_text(DETECTIONS_MODULE)
@@ -284,6 +292,7 @@ def test_tensorrt_stand_in_is_labelled_and_inert():
     assert trt.__casebook_touched__[:2] == ["DataType", "DataType.FLOAT"]
 
 
+@pytest.mark.slow
 def test_before_load_registers_fake_kernels_the_dry_run_needs(tmp_path, monkeypatch):
     """Torch-TensorRT traces the program again: a custom operator's module is not enough in the
     worker, its fake kernel must be registered there too (`before_load`)."""
@@ -310,6 +319,7 @@ def test_before_load_registers_fake_kernels_the_dry_run_needs(tmp_path, monkeypa
         coverage_report(program, inputs, before_load=[lambda: None])
 
 
+@pytest.mark.slow
 def test_several_programs_share_one_worker(resnet18, nms_head, resnet18_reports, nms_reports):
     reports = coverage_reports_by_program({"resnet18": resnet18, "nms head": nms_head}, min_block_size=1)
     assert list(reports) == ["resnet18", "nms head"]
@@ -320,6 +330,7 @@ def test_several_programs_share_one_worker(resnet18, nms_head, resnet18_reports,
     assert reports["nms head"].trt_block_sizes == alone.trt_block_sizes
 
 
+@pytest.mark.slow
 def test_several_programs_name_the_one_that_failed(resnet18, nms_head):
     with pytest.raises(TensorRTCompileError, match=r"\(program 'nms head'\)"):
         coverage_reports_by_program(
@@ -327,6 +338,7 @@ def test_several_programs_name_the_one_that_failed(resnet18, nms_head):
         )
 
 
+@pytest.mark.slow
 def test_a_started_dry_run_returns_before_its_worker_ends(resnet18, nms_head, nms_reports):
     program, inputs = nms_head
     pending = start_coverage_reports_by_program({"nms head": (program, inputs)}, min_block_size=1)
@@ -337,6 +349,7 @@ def test_a_started_dry_run_returns_before_its_worker_ends(resnet18, nms_head, nm
     assert reports["nms head"].trt_block_sizes == nms_reports[0][0].trt_block_sizes
 
 
+@pytest.mark.slow
 def test_a_started_dry_run_that_is_dropped_stops_its_worker(nms_head):
     pending = start_coverage_reports_by_program({"nms head": nms_head})
     process, files = pending._run.process, Path(pending._run.tmp.name)
@@ -345,6 +358,7 @@ def test_a_started_dry_run_that_is_dropped_stops_its_worker(nms_head):
     assert process.poll() is not None and not files.exists()
 
 
+@pytest.mark.slow
 def test_a_saved_program_is_dry_run_from_its_file(nms_head, nms_reports, tmp_path):
     program, inputs = nms_head
     path = tmp_path / "nms_head.pt2"

@@ -74,6 +74,7 @@ def dynamic_build(small_program, tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_a_real_engine_is_built_and_written(dynamic_build):
     build = dynamic_build
     assert build.versions["tensorrt_package"] == ("tensorrt" if torch.cuda.is_available() else "tensorrt_rtx")
@@ -93,6 +94,7 @@ def test_a_real_engine_is_built_and_written(dynamic_build):
     assert build.to_frame().loc[engine.name, "status"] == "built"
 
 
+@pytest.mark.slow
 def test_the_engine_profile_takes_min_and_max_from_the_profile_and_opt_from_the_export(dynamic_build):
     """Torch-TensorRT 2.14.0 builds a block's profile from the program's symbols: min and max come
     from the Profile given, opt from the size the program was exported with (batch 2), not the
@@ -102,6 +104,7 @@ def test_the_engine_profile_takes_min_and_max_from_the_profile_and_opt_from_the_
     assert not profile.static and str(profile) == "x min [1, 3, 16, 16] opt [2, 3, 16, 16] max [8, 3, 16, 16]"
 
 
+@pytest.mark.slow
 def test_a_profile_wider_than_the_program_is_refused(small_program, tmp_path):
     program, example = small_program
     too_wide = Profile((1, 3, 16, 16), (4, 3, 16, 16), (32, 3, 16, 16))
@@ -224,6 +227,7 @@ def test_a_missing_rtx_install_names_the_make_variable(small_program, monkeypatc
             build_engines(program, (example,))
 
 
+@pytest.mark.slow
 def test_builds_started_together_give_what_each_build_gives(small_program, nonzero_program, tmp_path):
     program, example = small_program
     other, other_example = nonzero_program
@@ -252,6 +256,7 @@ def test_builds_started_together_give_what_each_build_gives(small_program, nonze
     assert not any(request.tmp_dir.exists() for request in pending._requests.values())
 
 
+@pytest.mark.slow
 def test_the_first_builds_can_be_collected_while_the_others_build(small_program, tmp_path):
     program, example = small_program
     one = (program, (example,), {"min_block_size": 1})
@@ -263,6 +268,7 @@ def test_the_first_builds_can_be_collected_while_the_others_build(small_program,
     assert not any(request.tmp_dir.exists() for request in pending._requests.values())
 
 
+@pytest.mark.slow
 def test_an_error_in_builds_started_together_names_its_label(small_program, tmp_path):
     program, example = small_program
     too_wide = Profile((1, 3, 16, 16), (4, 3, 16, 16), (32, 3, 16, 16))
@@ -275,6 +281,7 @@ def test_an_error_in_builds_started_together_names_its_label(small_program, tmp_
         pending.result()
 
 
+@pytest.mark.slow
 def test_a_build_past_its_time_stops_its_worker_and_a_fresh_one_takes_the_next(small_program, tmp_path):
     program, example = small_program
     one = (program, (example,), {"min_block_size": 1})
@@ -329,6 +336,7 @@ def test_a_build_counts_its_refusals_by_catalog_entry_and_the_ops_in_its_engines
     assert build.ops_in_pytorch() == {"nms": 1, "getitem": 2, "nonzero": 1, "gt": 2, "add": 1, "mul": 1}
 
 
+@pytest.mark.slow
 def test_a_worker_past_its_time_is_stopped_and_the_next_build_gets_a_fresh_one(small_program, tmp_path):
     program, example = small_program
     build_engines(program, (example,), min_block_size=1)  # a warm worker builds this in about a second
@@ -383,6 +391,7 @@ def test_a_failed_block_becomes_an_exception_the_catalog_classifies(tmp_path):
     assert trt_engine.Block("tensorrt", "_run_on_acc_1", {}, "built").as_exception() is None
 
 
+@pytest.mark.slow
 def test_the_peak_memory_of_a_build_worker_is_its_own_not_its_parents():
     import subprocess
     import sys
@@ -443,6 +452,7 @@ def test_a_build_beside_its_dry_run_names_each_blocks_verdict():
     assert frame.loc["_run_on_acc_2", "build"] == "engine, 2.5 MB"
 
 
+@pytest.mark.slow
 def test_the_worker_freezes_what_was_loaded_only_during_the_compile():
     """Torch-TensorRT's gc.collect() per block skips the frozen objects; a failed compile unfreezes too,
     so that a serving worker frees one build's objects before the next."""
@@ -460,6 +470,7 @@ def test_the_worker_freezes_what_was_loaded_only_during_the_compile():
     assert gc.get_freeze_count() == 0
 
 
+@pytest.mark.slow
 def test_build_engines_keeps_its_worker_for_the_next_build_and_replaces_it_when_the_environment_changes(
     small_program, monkeypatch
 ):
@@ -475,6 +486,7 @@ def test_build_engines_keeps_its_worker_for_the_next_build_and_replaces_it_when_
     assert second._env["CASEBOOK_TEST_WORKER_ENV"] == "1"
 
 
+@pytest.mark.slow
 def test_before_load_registers_in_a_worker_of_its_own(tmp_path, monkeypatch):
     """A custom operator's fake kernel, registered by ``before_load`` in the build's own worker: the
     build passes, and a later build without it still fails (nothing stays registered in the shared
@@ -527,6 +539,7 @@ class TwoHeads(nn.Module):
         return torch.sigmoid(y).sum((2, 3)), torch.relu(y).amax((2, 3))
 
 
+@pytest.mark.slow
 def test_a_later_build_of_the_same_program_reuses_its_decompositions_and_partitions_the_same():
     torch.manual_seed(0)
     example = torch.randn(1, 3, 12, 12)

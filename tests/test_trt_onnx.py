@@ -36,6 +36,7 @@ def dynamic_onnx(tmp_path_factory):
     return _onnx(SmallNet().eval(), (torch.randn(2, 3, 8, 8),), path, ({0: Dim("batch", min=1, max=8)},))
 
 
+@pytest.mark.slow
 def test_a_dynamic_file_builds_with_its_profile(dynamic_onnx):
     build = build_from_onnx(dynamic_onnx, profiles={"x": Profile((1, 3, 8, 8), (2, 3, 8, 8), (8, 3, 8, 8))})
     assert build.parsed and build.built and build.parser_errors == ()
@@ -44,12 +45,14 @@ def test_a_dynamic_file_builds_with_its_profile(dynamic_onnx):
     assert build.inputs == {"x": [-1, 3, 8, 8]} and "engine built" in str(build)
 
 
+@pytest.mark.slow
 def test_without_a_profile_the_builder_refuses_a_dynamic_file(dynamic_onnx, tmp_path):
     build = build_from_onnx(dynamic_onnx, engine_path=tmp_path / "none.engine")
     assert build.parsed and not build.built and not (tmp_path / "none.engine").exists()
     assert "no optimization profile has been defined" in build.builder_errors[0]
 
 
+@pytest.mark.slow
 def test_nonzero_stops_the_parser(tmp_path):
     build = build_from_onnx(_onnx(Nonzero(), (torch.randn(4, 4),), tmp_path / "nonzero.onnx"))
     (error,) = build.parser_errors
@@ -58,6 +61,7 @@ def test_nonzero_stops_the_parser(tmp_path):
     assert "NonZero plugin creator version 1 was not found" in error.description
 
 
+@pytest.mark.slow
 def test_bad_input_is_refused_with_what_to_do(dynamic_onnx, tmp_path):
     with pytest.raises(FileNotFoundError, match="write one with torch.onnx.export"):
         build_from_onnx(tmp_path / "missing.onnx")

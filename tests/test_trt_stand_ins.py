@@ -73,12 +73,14 @@ def test_every_stand_in_is_described():
     assert trt_stand_ins.ALL == trt_stand_ins.BEFORE_IMPORT + trt_stand_ins.AFTER_IMPORT
 
 
+@pytest.mark.slow
 @needs_no_gpu
 def test_without_the_cuda_queries_torch_tensorrt_does_not_import():
     result = run_python("import torch_tensorrt", timeout_s=300, pythonpath=[rtx_site()])
     assert "Found no NVIDIA driver" in result.error
 
 
+@pytest.mark.slow
 @needs_no_gpu
 def test_with_all_stand_ins_the_build_succeeds():
     result = run_python(textwrap.dedent(_BUILD.format(left_out="")), timeout_s=300, pythonpath=[rtx_site()])
@@ -86,6 +88,7 @@ def test_with_all_stand_ins_the_build_succeeds():
     assert result.stdout.strip().endswith("built")
 
 
+@pytest.mark.slow
 @needs_no_gpu
 @pytest.mark.parametrize(
     ("stand_in", "failure"),
