@@ -99,6 +99,8 @@ def test_sphinx_reads_every_page_from_the_cache_and_executes_none(tmp_path):
     assert "answer 42" in (book / "_build" / "html" / "first.html").read_text()
     assert "OpenMP threads wait: PASSIVE" in (book / "_build" / "html" / "second.html").read_text()
     assert times["second.md"].openmp_wait == "PASSIVE"
+    # The notebook a reader downloads carries the cached outputs (casebook.sphinx_notebooks).
+    assert "answer 42" in (book / "_build" / "html" / "_sources" / "first.ipynb").read_text()
 
     again = _execute(book)
     assert "0 of 2 pages to execute" in again.stdout, again.stdout
