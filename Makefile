@@ -122,16 +122,18 @@ TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 # Two workers share the cores: their OpenMP threads wait passively, as two pages at a time do
-# (casebook/build_times.py, share_cores).
+# (casebook/build_records.py, share_cores).
+UNIT_PYTEST = $(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile)
+
 # JupyterLab too, for the test of `make lab` (tests/test_make_lab.py): installed before the tests start.
 unit: install runner $(LAB_INSTALLED)
-	$(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site $(XDIST) $(if $(XDIST),--dist loadfile) --durations=15
+	$(UNIT_PYTEST) --durations=15
 
 # The fast lane while you work: the unit tests not marked slow (@pytest.mark.slow: a book build, a
 # compiled model, an engine build, a server), in under 2 minutes on a quiet 2-core machine. `make
 # unit` runs them all; run it (or `make test`) before you submit.
 unit-fast: install runner
-	$(if $(XDIST),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}) $(BIN)/python -m pytest tests --ignore=tests/site -m "not slow" $(XDIST) $(if $(XDIST),--dist loadfile) --durations=10
+	$(UNIT_PYTEST) -m "not slow" --durations=10
 
 # The site checks run in two processes, file by file: the browser test in one, the checks of the
 # built files beside it in the other. One browser, not two: Chromium already keeps both cores busy

@@ -19,7 +19,8 @@ from pathlib import Path
 from casebook import REPO_ROOT
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """The time a record is written, as build records and page runs stamp it."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
@@ -66,5 +67,5 @@ def record_engine_build(record: dict, folder: Path = ENGINE_BUILDS) -> Path | No
     path = engine_log_path(page, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as log:
-        log.write(json.dumps({"page": page, "finished": _now(), **record}) + "\n")
+        log.write(json.dumps({"page": page, "finished": utc_now(), **record}) + "\n")
     return path

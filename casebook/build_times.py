@@ -8,7 +8,6 @@ creeps towards its timeout fails there first, while there is still room to split
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import platform
@@ -16,15 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from casebook import REPO_ROOT
-from casebook.build_records import ENGINE_BUILDS
+from casebook.build_records import ENGINE_BUILDS, utc_now
 
 PAGE_TIMES = REPO_ROOT / "_build" / "page_times.json"
 # A cell may take at most this share of the cell timeout on the machine that ran it.
 CELL_SHARE = 1 / 3
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _machine() -> str:
@@ -39,7 +34,7 @@ class PageRun:
     seconds: float
     cell_seconds: list[float]  # per code cell, in page order
     error: str | None = None
-    finished: str = field(default_factory=_now)
+    finished: str = field(default_factory=utc_now)
     jobs: int = 1  # pages executing at the same time
     timeout: float = 900  # the cell timeout it ran under: the book's, or the page's own
     machine: str = field(default_factory=_machine)

@@ -963,7 +963,7 @@ def failure_pages_without_entries(root: Path = REPO_ROOT, entries: tuple[Entry, 
     could never send a reader there, and the playbook would not list what they fix."""
     found = toc.part(toc.FAILURES, root)
     named = {entry.page for entry in entries}
-    return [docname for docname in found if docname.rsplit("/", 1)[-1] not in named]
+    return [docname for docname in found if toc.page_name(docname) not in named]
 
 
 def classify(error: BaseException, stage: str) -> Entry | None:

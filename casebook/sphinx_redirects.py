@@ -27,7 +27,7 @@ def redirects(earlier: list[str], root: Path) -> dict[str, str]:
                 f"{old!r} is listed in {CONFIG} but is a page of the book at that address: "
                 f"take it off {CONFIG} in _config.yml"
             )
-        new = toc.docname(old.rsplit("/", 1)[-1], root)
+        new = toc.docname(toc.page_name(old), root)
         found[old] = posixpath.relpath(f"{new}.html", posixpath.dirname(old) or ".")
     return found
 

@@ -26,6 +26,11 @@ class TocError(LookupError):
     """A page or part the table of contents does not have, or a table of contents that breaks a rule."""
 
 
+def page_name(docname: str) -> str:
+    """A page's name, its docname without the folder: "notebooks/pytree_outputs" -> "pytree_outputs"."""
+    return docname.rsplit("/", 1)[-1]
+
+
 @dataclass(frozen=True)
 class TocPage:
     docname: str  # the path without suffix, relative to the book's folder: "notebooks/pytree_outputs"
@@ -33,7 +38,7 @@ class TocPage:
 
     @property
     def name(self) -> str:
-        return self.docname.rsplit("/", 1)[-1]
+        return page_name(self.docname)
 
 
 def _entries(entry: dict, part: str | None) -> list[TocPage]:
@@ -84,10 +89,14 @@ def docname(name: str, root: Path = REPO_ROOT) -> str:
 
 def source(page: str, root: Path = REPO_ROOT) -> Path:
     """The source file (.md or .ipynb) of a page given by name or by docname."""
-    name = page.rsplit("/", 1)[-1]
-    doc = docname(name, root)
+    doc = docname(page_name(page), root)
     if "/" in page and page != doc:
         raise TocError(f"{page!r} is not where that page lives: _toc.yml has it at {doc!r}")
+    return docname_source(doc, root)
+
+
+def docname_source(doc: str, root: Path = REPO_ROOT) -> Path:
+    """The file (.md or .ipynb) of the page _toc.yml lists as `doc`."""
     for suffix in SUFFIXES:
         path = Path(root) / f"{doc}{suffix}"
         if path.is_file():

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from casebook import REPO_ROOT
+from casebook import REPO_ROOT, toc
 from casebook.build_records import PAGE_ENV, engine_log_path, share_cores
 from casebook.build_times import (
     BUILD_REPORT_PAGE,
@@ -68,7 +68,7 @@ class Page:
     @property
     def page_name(self) -> str:
         """The page's file name without folder or suffix: how the book names a page wherever it lives."""
-        return self.docname.rsplit("/", 1)[-1]
+        return toc.page_name(self.docname)
 
     @property
     def runs_last(self) -> bool:
@@ -100,40 +100,28 @@ def is_notebook(path: Path) -> bool:
 
 def toc_pages(root: Path) -> list[Page]:
     """The pages of the book's table of contents that myst-nb treats as notebooks."""
-    from casebook import toc
-
     try:
-        docnames = toc.docnames(root)
+        sources = {docname: toc.docname_source(docname, root) for docname in toc.docnames(root)}
     except toc.TocError as error:
         raise SystemExit(f"execute_pages: {error}") from error
     unlisted = toc.unlisted_pages(root)
     if unlisted:
         raise SystemExit(f"execute_pages: {toc.unlisted_pages_message(unlisted)}")
-    pages = []
-    for docname in docnames:
-        for suffix in toc.SUFFIXES:
-            path = root / f"{docname}{suffix}"
-            if path.is_file():
-                break
-        else:
-            raise SystemExit(
-                f"execute_pages: _toc.yml lists {docname!r}, but neither {docname}.md nor .ipynb exists"
-            )
-        if is_notebook(path):
-            pages.append(Page(docname, path, str(path.relative_to(root))))
-    return pages
+    return [
+        Page(docname, path, str(path.relative_to(root)))
+        for docname, path in sources.items()
+        if is_notebook(path)
+    ]
 
 
 def chosen_pages(pages: list[Page], wanted: list[str], root: Path) -> list[Page]:
     """The pages named in `wanted` (paths such as ``notebooks/x.md``, or page names), in that order."""
-    from casebook import toc
-
     by_name = {page.page_name: page for page in pages}
     chosen = []
     for item in wanted:
         page = by_name.get(Path(item).stem)
         if page is None:
-            if Path(item).stem in {docname.rsplit("/", 1)[-1] for docname in toc.docnames(root)}:
+            if Path(item).stem in {toc.page_name(docname) for docname in toc.docnames(root)}:
                 reason = "it is in _toc.yml but is not a notebook (it has no jupytext front matter)"
             else:
                 reason = "it is not in _toc.yml, and a page not there is neither built nor checked: add it"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from casebook import REPO_ROOT, toc
 
-__all__ = ["REPO_ROOT", "outside_fences", "page_source", "toc_pages"]
+__all__ = ["REPO_ROOT", "code_cells", "outside_fences", "page_source", "toc_pages"]
 
 
 def toc_pages() -> list[str]:
@@ -18,6 +18,11 @@ def toc_pages() -> list[str]:
 def page_source(page: str) -> Path:
     """The source file (.md or .ipynb) of a page, given by name or docname."""
     return toc.source(page)
+
+
+def code_cells(page: str) -> int:
+    """How many code cells a page has: 0 for a page that executes nothing."""
+    return page_source(page).read_text(encoding="utf-8").count("```{code-cell}")
 
 
 _FENCE = re.compile(r"(`{3,}|~{3,})")

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from booklayout import REPO_ROOT, page_source
+from booklayout import REPO_ROOT, code_cells, page_source
 
 TOKEN = "casebook-test"
 
@@ -61,7 +61,7 @@ def test_make_lab_opens_a_page_as_a_notebook():
         notebook = get(f"{base}/api/contents/{page}?type=notebook&content=1&token={TOKEN}")
         assert notebook["type"] == "notebook"
         code = [cell for cell in notebook["content"]["cells"] if cell["cell_type"] == "code"]
-        assert len(code) == page_source("pytree_outputs").read_text().count("```{code-cell}")
+        assert len(code) == code_cells("pytree_outputs")
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         lab.wait(timeout=60)

@@ -18,14 +18,10 @@ TOURS = {"export_ir_tour", "exported_program_to_engine"}
 SURVEYS = {"torchvision_detection_zoo": ("detection_zoo_patches",)}
 
 
-def name(docname: str) -> str:
-    return docname.rsplit("/", 1)[-1]
-
-
 SKELETON_PAGES = [
     page
     for page in [*toc.part(toc.FAILURES), *toc.part(toc.CASE_STUDIES)]
-    if name(page) not in TOURS and name(page) not in SURVEYS
+    if toc.page_name(page) not in TOURS and toc.page_name(page) not in SURVEYS
 ]
 MARKS = ("✓", "✗")
 
@@ -44,7 +40,7 @@ def first_index(titles: list[str], predicate) -> int | None:
 
 # Shipping pages walk one route to a deploy target: marks and takeaways, no failure skeleton.
 SHIPPING_PAGES = toc.part(toc.SHIPPING)
-TOUR_PAGES = [page for page in toc_pages() if name(page) in TOURS]
+TOUR_PAGES = [page for page in toc_pages() if toc.page_name(page) in TOURS]
 
 
 @pytest.mark.parametrize(
@@ -91,6 +87,6 @@ def test_a_survey_proves_ends_with_takeaways_and_links_the_pages_with_its_failur
     level_two = [title for level, title in headings(page) if level == 2]
     assert level_two[-1] == "What to take away", f"{page} must end with '## What to take away'"
     source = page_source(page).read_text(encoding="utf-8")
-    for sibling in SURVEYS[name(page)]:
+    for sibling in SURVEYS[toc.page_name(page)]:
         assert toc.docname(sibling) in SKELETON_PAGES, sibling
         assert f"{{doc}}`{sibling}" in source, f"{page} does not link {sibling}"

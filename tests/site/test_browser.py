@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from booklayout import REPO_ROOT, page_source, toc_pages
+from booklayout import REPO_ROOT, code_cells, page_source, toc_pages
 from casebook.noise import KNOWN_NOISE
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
@@ -339,7 +339,7 @@ def test_expected_errors_look_like_errors(browser, site_url, page, width):
 @pytest.mark.parametrize(("page", "width"), CASES)
 def test_executed_pages_show_a_version_stamp(browser, site_url, page, width):
     data = report(browser, site_url, page, width)
-    if "```{code-cell}" in page_source(page).read_text(encoding="utf-8"):
+    if code_cells(page):
         assert data["stamp"] and data["stamp"].startswith("Executed"), "no visible version stamp"
 
 

@@ -12,7 +12,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
-from booklayout import REPO_ROOT, page_source, toc_pages
+from booklayout import REPO_ROOT, code_cells, toc_pages
+from casebook import toc
 from casebook.sphinx_redirects import CONFIG as EARLIER
 from casebook.sphinx_redirects import redirects
 
@@ -90,7 +91,7 @@ def test_no_unexpected_error_output(page):
 
 @pytest.mark.parametrize("page", toc_pages())
 def test_executed_pages_show_their_versions(page):
-    if "```{code-cell}" not in page_source(page).read_text(encoding="utf-8"):
+    if not code_cells(page):
         return
     assert VERSIONS_MARKER in (HTML_ROOT / f"{page}.html").read_text(encoding="utf-8"), (
         f"{page} runs code but has no version stamp (casebook.page.setup_page())"
@@ -132,6 +133,6 @@ def test_a_moved_page_s_old_address_sends_the_reader_to_its_new_page(old, new):
     target = (moved_from.parent / new).resolve()
     assert target.is_file(), f"{old} redirects to {new}, which was not built"
     landed = str(target.relative_to(HTML_ROOT.resolve())).removesuffix(".html")
-    assert landed in toc_pages() and landed.rsplit("/", 1)[-1] == old.rsplit("/", 1)[-1], (
+    assert landed in toc_pages() and toc.page_name(landed) == toc.page_name(old), (
         f"{old} redirects to {landed}, not to the page of the same name"
     )

@@ -14,10 +14,10 @@ import nbformat
 import pytest
 from test_browser import build_machine_paths
 
-from booklayout import REPO_ROOT, page_source, toc_pages
+from booklayout import REPO_ROOT, code_cells, toc_pages
 
 HTML_ROOT = REPO_ROOT / "_build" / "html"
-EXECUTED = [page for page in toc_pages() if "```{code-cell}" in page_source(page).read_text(encoding="utf-8")]
+EXECUTED = [page for page in toc_pages() if code_cells(page)]
 # Run end to end outside the book: one failure notebook, and the case study that takes least time.
 RUN_OUTSIDE = ["notebooks/pytree_outputs", "case_studies/detectron2_vitdet"]
 
@@ -46,9 +46,8 @@ def test_an_executed_page_offers_its_notebook_with_outputs(page):
     notebook = nbformat.read(downloaded(page), as_version=4)
     nbformat.validate(notebook)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    source_cells = page_source(page).read_text(encoding="utf-8").count("```{code-cell}")
-    assert len(code) == source_cells, (
-        f"{page}: {len(code)} code cells in the notebook, {source_cells} on the page"
+    assert len(code) == code_cells(page), (
+        f"{page}: {len(code)} code cells in the notebook, {code_cells(page)} on the page"
     )
     assert any(cell.outputs for cell in code), f"{page}: the offered notebook has no outputs"
     shown = "\n".join(output_texts(notebook))
