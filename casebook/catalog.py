@@ -348,6 +348,23 @@ ENTRIES: tuple[Entry, ...] = (
         page="pytree_outputs",
     ),
     Entry(
+        id="structseq-output",
+        group="pytrees",
+        title="A `torch.return_types` result returned as it is (`x.topk(k)`)",
+        message="No registered serialization name for <class 'torch.return_types.topk'>",
+        # before pytree-serialization-name, whose message this one starts with
+        pattern=r"No registered serialization name for <class 'torch\.return_types\.\w+'>",
+        raised_as="`NotImplementedError` from `torch.export.save` (export and the program's runs pass)",
+        exceptions=("NotImplementedError",),
+        stages=("save-load",),
+        means="the model returns what `topk`, `sort`, `max(dim=...)` return, a `torch.return_types` "
+        "structseq: export keeps it as a node of the output's pytree, and PyTorch gives that node type no "
+        "serialization name, so the program runs but cannot be saved",
+        fix="return a tuple (`values, indices = x.topk(k)` then `return values, indices`), or a dict of "
+        "its fields",
+        page="pytree_outputs",
+    ),
+    Entry(
         id="pytree-serialization-name",
         group="pytrees",
         title="A pytree node has no serialization name",
@@ -412,6 +429,20 @@ ENTRIES: tuple[Entry, ...] = (
         "`torch.library.custom_op` with a fake kernel (see the custom-operators page); strict export "
         "(`strict=True`) traces simple NumPy calls, not loops whose length depends on the data",
         page="graph_breaks",
+    ),
+    Entry(
+        id="fake-constant",
+        group="code",
+        title="A buffer reached through `.data` in `forward` (non-strict export)",
+        message="We found a fake tensor in the exported program constant's list",
+        raised_as="`RuntimeError` (non-strict export; strict export passes and drops the write)",
+        exceptions=("RuntimeError",),
+        stages=("export",),
+        means="a tensor export would keep as a constant is its tracing stand-in, a fake tensor with no "
+        "values: usually a buffer or parameter that `forward` reads or writes through `.data`",
+        fix="use the tensor itself (`self.count.add_(1)` instead of `self.count.data.add_(1)`), and keep "
+        "state that `forward` changes in a buffer (`register_buffer`)",
+        page="frozen_storage_and_mutation",
     ),
     Entry(
         id="constant-mutated",
@@ -677,6 +708,20 @@ ENTRIES: tuple[Entry, ...] = (
         fix="define the operators and classes in a module, import it before `torch.export.load` (or "
         "`torch.ops.load_library` for a C++ library); or return plain tensors, tuples and dicts",
         page="pytree_outputs",
+    ),
+    Entry(
+        id="data-write-dropped",
+        group="silent",
+        title="Strict export drops a write through `.data`",
+        label="frozen-storage-data-write-dropped",
+        stages=("check",),
+        means="`forward` writes a buffer or parameter through `.data` (`self.count.data.add_(1)`): strict "
+        "export succeeds, but the write lands in a constant that export made while tracing (a `FakeTensor` "
+        "in `program.constants`), never in the buffer, so every call sees the state the model had at "
+        "export while eager sees it change; non-strict export refuses the same model",
+        fix="write the buffer itself (`self.count.add_(1)`) and keep state that `forward` changes in a "
+        "buffer (`register_buffer`); the program then writes it back after each call (`BUFFER_MUTATION`)",
+        page="frozen_storage_and_mutation",
     ),
     Entry(
         id="training-mode-baked",
@@ -947,6 +992,63 @@ ENTRIES: tuple[Entry, ...] = (
         "outside on Torch-TensorRT 2.14, so empty results must be served without those engines "
         "(the ops after the operator in `torch_executed_ops`)",
         page="faster_rcnn_dynamic_hw",
+    ),
+    Entry(
+        id="tensorrt-opt-above-max",
+        group="tensorrt",
+        title="A count bounded on both sides gets an `opt` above its `max`",
+        message="please ensure that the optimization profiles satisfy MIN<=OPT<=MAX",
+        raised_as="`RuntimeError: TensorRT build_serialized_network returned None`: the reason is only "
+        "in the builder's log",
+        exceptions=("RuntimeError",),
+        stages=("tensorrt-build",),
+        means="a size known only at run time (how many boxes NMS kept) is bounded by `torch._check` on "
+        "both sides; Torch-TensorRT makes up its opt as `int(min + max / 2)` (Python divides first), "
+        "which is above max whenever min > max / 2 (600 and 1000 give 1100), and TensorRT refuses the "
+        "profile",
+        fix="keep the lower bound of `torch._check(count >= low)` at or below half the upper one, or leave "
+        "it out: the engine's profile starts at 1 whatever the program says",
+        page="exported_program_to_engine",
+    ),
+    Entry(
+        id="tensorrt-min-two-lowered",
+        group="silent",
+        title="An engine admits size 1 where the program was exported for 2 and more",
+        label="tensorrt-min-two-lowered",
+        stages=("tensorrt-build",),
+        means="Torch-TensorRT lowers every lower bound of 2 to 1 (for the 0/1 sizes PyTorch specializes), "
+        "a deliberate `Dim(min=2)` included: the engine's profile takes one, and on PyTorch 2.14.1 the "
+        "program's own input check lets a size of 1 through as well",
+        fix="give the build a profile per input, min 2 (`torch_tensorrt.Input(min_shape=...)`, "
+        "`Profile` in `build_engines`), and check inputs in front of the engine "
+        "(`CheckedProgram` refuses 1)",
+        page="exported_program_to_engine",
+    ),
+    Entry(
+        id="tensorrt-topk-over-3840",
+        group="tensorrt",
+        title="`topk` with `k` above 3840 runs in PyTorch",
+        label="tensorrt-topk-over-3840",
+        stages=("tensorrt",),
+        means="Torch-TensorRT's `topk` converter takes k up to 3840 (TensorRT's TopK layer); above that, "
+        "its validator leaves the `topk` to PyTorch and the engine is split around it, with no error",
+        fix="`topk(k)` with k of 3840 or less if k is a setting of the model (it changes what the model "
+        "computes: measure it); otherwise accept the split",
+        page="exported_program_to_engine",
+    ),
+    Entry(
+        id="tensorrt-kv-cache-strided-write",
+        group="silent",
+        title="A write with a step into a cache that TensorRT's KV-cache layer takes",
+        label="tensorrt-kv-cache-strided-write",
+        stages=("tensorrt-build",),
+        means="`slice_scatter` with a step on dimension 2 of a static 4-D engine input "
+        "(`cache[:, :, 0:8:2] = new`) goes to TensorRT's KV-cache update layer, which writes contiguous "
+        "slots: Torch-TensorRT 2.14's converter never reads the step, so the engine would write slots "
+        "0-3 where eager writes 0, 2, 4, 6 (the build passes, nothing warns)",
+        fix="`torch_executed_ops={torch.ops.aten.slice_scatter.default}` runs the write in PyTorch; or "
+        "write contiguous slots",
+        page="exported_program_to_engine",
     ),
 )
 

@@ -233,6 +233,14 @@ class ReturnsDetections(nn.Module):
         return Detections(x[:, :4], x[:, 4])
 
 
+class TopScores(nn.Module):
+    """The best scores and their classes, returned as `topk` gives them (a `torch.return_types.topk`),
+    as classification heads and DETR-style post-processing write it."""
+
+    def forward(self, logits):
+        return logits.softmax(-1).topk(3)
+
+
 def _register_once(cls: type, **extra) -> None:
     import torch.utils._pytree as pytree
 
@@ -287,6 +295,19 @@ class MutatesAttribute(nn.Module):
     def forward(self, x):
         self.prompt[0] = 1.0
         return x + self.prompt
+
+
+class CountsCallsThroughData(nn.Module):
+    """A call counter kept in a buffer and advanced through `.data`, the way older code updates state
+    without autograd seeing it (non-strict export refuses it, strict export drops the write)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.data.add_(1)
+        return x + self.calls
 
 
 # ------------------------------------------------------------------ custom operators
@@ -596,10 +617,66 @@ def _batch_of_six() -> dict:
     return {"args": (torch.randn(6, 8),), "dynamic_shapes": ({0: Dim("batch", min=4, max=16)},)}
 
 
+class DecodeBetweenBounds(nn.Module):
+    """DecodeKeptBoxes with the kept count bounded on both sides (`600 <= n <= 1000`), as a reader who
+    knows their scenes states it: Torch-TensorRT's made-up opt, min + max / 2, lands above max."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, boxes, scores):
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        torch._check(keep.shape[0] >= 600)
+        torch._check(keep.shape[0] <= 1000)
+        return (self.head(boxes[keep]).sigmoid() * 2.0 - 1.0).relu()
+
+
+class ClipNormalizer(nn.Module):
+    """Frames normalized against the clip's mean, exported with `Dim(min=2)` on purpose (a clip of one
+    frame means nothing): Torch-TensorRT's rule for PyTorch's 0/1 specialization lowers it to 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, frames):
+        centered = (frames - frames.mean(0)) * 2.0
+        return self.proj(centered).relu() + 1.0
+
+
+class TopFiveThousand(nn.Module):
+    """Keeps the 5000 best of 20 000 anchors before NMS (a `pre_nms_top_n` of 5000, as detectron2's
+    RPN uses in training configs): above the 3840 Torch-TensorRT's `topk` converter takes."""
+
+    def forward(self, logits, boxes):
+        top, index = logits.sigmoid().topk(5000, dim=1)
+        picked = torch.gather(boxes, 1, index.unsqueeze(-1).expand(-1, -1, 4))
+        return (top * 2.0).relu(), (picked + 1.0).relu() * 3.0
+
+
+class InterleavedCache(nn.Module):
+    """Writes new keys into every other slot of a `[batch, heads, positions, head_dim]` cache (two
+    streams interleaved): Torch-TensorRT 2.14's KV-cache layer ignores the step."""
+
+    def forward(self, cache, new):
+        cache = torch.slice_scatter(cache, new, dim=2, start=0, end=8, step=2)
+        return (cache * 2.0 + 1.0).relu() * 0.5, cache
+
+
 def _fifty_boxes() -> tuple[torch.Tensor, torch.Tensor]:
     corners = torch.rand(50, 2, generator=torch.Generator().manual_seed(0)) * 100
     return torch.cat([corners, corners + 10], dim=1), torch.rand(
         50, generator=torch.Generator().manual_seed(1)
+    )
+
+
+def _apart_boxes(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`count` unit boxes on a grid, none overlapping: NMS keeps every one."""
+    index = torch.arange(count, dtype=torch.float32)
+    corners = torch.stack([index % 40, index // 40], dim=1) * 3.0
+    return torch.cat([corners, corners + 1.0], dim=1), torch.rand(
+        count, generator=torch.Generator().manual_seed(2)
     )
 
 
@@ -678,11 +755,18 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
         _register_once(Detections, flatten_with_keys_fn=_detections_with_keys),
         {"model": ReturnsDetections(), "args": (_rows(),)},
     )[1],
+    "structseq-output": lambda: {"model": TopScores(), "args": (torch.rand(2, 10),)},
     "non-module-callable": lambda: {"model": Predictor().predict, "args": (torch.rand(2, 4),)},
     "tolist-float": lambda: {"model": FloatsToPython(), "args": (torch.rand(3, 2),), "strict": True},
     "skipped-function": lambda: {"model": CallerDepth(), "args": (torch.rand(3),), "strict": True},
     "numpy-in-forward": lambda: {"model": UsesNumpy(), "args": (torch.rand(3),)},
     "constant-mutated": lambda: {"model": MutatesAttribute(), "args": (torch.rand(4),)},
+    "data-write-dropped": lambda: {
+        "model": CountsCallsThroughData(),
+        "args": (torch.ones(3),),
+        "strict": True,
+    },
+    "fake-constant": lambda: {"model": CountsCallsThroughData(), "args": (torch.ones(3),)},
     "custom-op-without-fake": lambda: {"model": BoxAreas(), "args": (_boxes()[0],)},
     "operator-without-fake": lambda: {
         "model": NearestDistance(torch.ops.casebook_tests.pairwise_distance),
@@ -804,6 +888,28 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "tensorrt-made-up-profile": lambda: {
         "model": DecodeKeptBoxes(),
         "args": _fifty_boxes(),
+        "tensorrt": True,
+    },
+    "tensorrt-opt-above-max": lambda: {
+        "model": DecodeBetweenBounds(),
+        "args": _apart_boxes(800),
+        "dynamic_shapes": ({0: Dim("boxes", min=1, max=2000)}, {0: Dim("boxes", min=1, max=2000)}),
+        "tensorrt": True,
+    },
+    "tensorrt-min-two-lowered": lambda: {
+        "model": ClipNormalizer(),
+        "args": (torch.randn(8, 16),),
+        "dynamic_shapes": ({0: Dim("frames", min=2, max=64)},),
+        "tensorrt": True,
+    },
+    "tensorrt-topk-over-3840": lambda: {
+        "model": TopFiveThousand(),
+        "args": (torch.randn(1, 20_000), torch.randn(1, 20_000, 4)),
+        "tensorrt": True,
+    },
+    "tensorrt-kv-cache-strided-write": lambda: {
+        "model": InterleavedCache(),
+        "args": (torch.zeros(1, 2, 16, 4), torch.ones(1, 2, 4, 4)),
         "tensorrt": True,
     },
 }

@@ -57,6 +57,7 @@ def test_evidence_names_the_readers_line_and_draft_export_finds_the_next_one():
     assert {step.name for step in not_run} == {
         "training mode",
         "dynamic dims",
+        "fake constants",
         "run + parity",
         "run_decompositions",
         "save/load",

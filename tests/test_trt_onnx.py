@@ -59,6 +59,8 @@ def test_nonzero_stops_the_parser(tmp_path):
     assert not build.parsed and not build.built
     assert error.operator == "NonZero" and error.code == "UNSUPPORTED_NODE"
     assert "NonZero plugin creator version 1 was not found" in error.description
+    # The registry it searched exists and holds plugins, only not this one.
+    assert build.plugin_creators and not any(name.startswith("NonZero") for name in build.plugin_creators)
 
 
 @pytest.mark.slow

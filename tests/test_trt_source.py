@@ -2,6 +2,8 @@
 
 import sys
 
+import pytest
+
 from casebook.backends.tensorrt import source as trt_source
 
 
@@ -42,3 +44,21 @@ def test_save_formats_defaults_and_passes():
 def test_operators_kept_whole_by_the_decomposition_table():
     kept = trt_source.kept_whole_operators()
     assert "aten.linear.default" in kept and "aten._softmax.default" in kept
+
+
+def test_decorators_and_source_of_a_converter_in_either_install():
+    from casebook.backends.tensorrt.engine import rtx_site
+
+    for site in (None, rtx_site()):
+        decorators = trt_source.function_decorators(
+            "dynamo/conversion/aten_ops_converters.py", "aten_ops_nonzero", site
+        )
+        assert decorators[0].startswith("dynamo_tensorrt_converter(torch.ops.aten.nonzero.default")
+        assert decorators[1:] == ["needs_not_tensorrt_rtx"]
+    body = trt_source.function_source("dynamo/conversion/impl/unary/ops.py", "nonzero")
+    assert body.startswith("def nonzero(") and "ctx.net.add_non_zero(" in body and '"""' not in body
+
+
+def test_a_site_without_torch_tensorrt_says_how_to_get_one(tmp_path):
+    with pytest.raises(ModuleNotFoundError, match="make install TENSORRT=rtx"):
+        trt_source.package_dir(tmp_path)

@@ -8,7 +8,8 @@ The steps, each going as far as it can instead of stopping at the first error:
 3. ``torch.export.export`` (non-strict unless ``strict=True``), watching for code that asks
    ``torch.compiler.is_compiling()``;
 4. if that fails: the other mode, to compare, and ``draft_export``, which lists every problem at once;
-5. on the exported program: requested dynamic dimensions against the program's shapes; runs on the
+5. on the exported program: requested dynamic dimensions against the program's shapes; constants
+   that are fake tensors (strict export of a write through ``.data``); runs on the
    example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``; a
    ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
    operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
@@ -35,7 +36,7 @@ from typing import Any
 import torch
 
 from .. import catalog
-from . import aoti_package, export_steps, other_device, program_steps
+from . import aoti_package, export_steps, fake_constants, other_device, program_steps
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -123,6 +124,10 @@ def diagnose(
                 "dynamic dims",
                 lambda: program_steps.check_dims(session, module, program, args, kwargs, dynamic_shapes),
             ),
+            (
+                fake_constants.STEP,
+                lambda: fake_constants.check_fake_constants(session, module, program, args, kwargs),
+            ),
             ("run + parity", lambda: program_steps.check_runs(session, program, runs)),
             ("run_decompositions", lambda: program_steps.check_decompositions(session, program)),
             ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
@@ -164,6 +169,8 @@ def diagnose(
         for step_name, run in steps:
             if program is None:
                 session.skip(step_name, NO_PROGRAM)
+            elif step_name in fake_constants.CRASHES and fake_constants.writes_a_fake_constant(program):
+                session.skip(step_name, fake_constants.CRASHES[step_name])
             else:
                 run()
     report.fold_symptoms()

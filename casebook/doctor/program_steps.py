@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .. import catalog
 from ..introspect import symbol_range
 from ..parity import compare_outputs
+from . import engine_traps
 from .frames import draft_frames
 from .program_shapes import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding
@@ -437,6 +438,9 @@ def check_tensorrt(session: Session, program, args, kwargs) -> None:
     if coverage.analysis != "tensorrt":
         evidence.append(f"dry run only ({coverage.analysis}): no engine was built")
     session.add(Finding.from_entry(catalog.entry("tensorrt-unsupported-ops"), evidence, "tensorrt"))
+    large_topks = engine_traps.large_topks(program, coverage.unsupported_ops)
+    if large_topks:
+        session.add(Finding.from_entry(catalog.entry("tensorrt-topk-over-3840"), large_topks, "tensorrt"))
 
 
 # An engine input's profile Torch-TensorRT made up: a size with no upper bound in the program gets
@@ -504,6 +508,12 @@ def check_tensorrt_build(session: Session, program, args, kwargs) -> None:
     ]
     if made_up:
         session.add(Finding.from_entry(catalog.entry("tensorrt-made-up-profile"), made_up, "tensorrt"))
+    for entry_id, evidence in [
+        ("tensorrt-min-two-lowered", engine_traps.lowered_minimums(program, build)),
+        ("tensorrt-kv-cache-strided-write", engine_traps.strided_kv_writes(program, build)),
+    ]:
+        if evidence:
+            session.add(Finding.from_entry(catalog.entry(entry_id), evidence, "tensorrt"))
 
 
 def _program_range(program, profile) -> bool:

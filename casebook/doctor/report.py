@@ -20,6 +20,7 @@ _RANK = {
     "draft": 3,
     "training-mode": 4,
     "dynamic-dims": 4,
+    "fake-constants": 4,
     "run": 5,
     "another size": 5,
     "parity": 6,
@@ -32,7 +33,11 @@ _RANK = {
 
 # A cause and the symptoms it explains: when the cause is found, its symptoms are folded under it
 # (a constant written in forward makes the program differ from eager, and from itself after a load).
-EXPLAINS = {"constant-mutated": {"parity-mismatch"}, "training-mode-baked": {"parity-mismatch"}}
+EXPLAINS = {
+    "constant-mutated": {"parity-mismatch"},
+    "training-mode-baked": {"parity-mismatch"},
+    "data-write-dropped": {"parity-mismatch"},
+}
 
 UNCLASSIFIED = "unclassified"
 GENERIC_FIX = (

@@ -179,6 +179,8 @@ _MEASURE = """
       styled: parseFloat(getComputedStyle(block).borderLeftWidth) >= 3,
       wraps: getComputedStyle(pre).whiteSpace === 'pre-wrap' && pre.scrollWidth <= pre.clientWidth + 1,
       text: block.textContent.slice(0, 80),
+      // a worker's or torch's log line ("W1128 15:18:37.215000 4904 .venv/lib/...py:403] ..."), not the error
+      logLine: (block.textContent.match(/(^|\\n)[WIEF]\\d{4} \\d{2}:\\d{2}:\\d{2}\\.\\d+ [^\\n]{0,100}/) || [null])[0],
     });
   }
   const images = Array.from(article.querySelectorAll('img')).map((img) => ({
@@ -334,6 +336,9 @@ def test_expected_errors_look_like_errors(browser, site_url, page, width):
     for error in report(browser, site_url, page, width)["errors"]:
         assert error["styled"], f"an expected error shown as plain output: {error['text']}"
         assert error["wraps"], f"an expected error whose long lines are cut: {error['text']}"
+        assert not error["logLine"], (
+            f"an expected error that shows a log line: {error['logLine']!r} in {error['text']}"
+        )
 
 
 @pytest.mark.parametrize(("page", "width"), CASES)

@@ -54,6 +54,11 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         "parser_errors": errors,
         "inputs": {t.name: list(t.shape) for t in inputs},
         "layers": network.num_layers if parsed else 0,
+        # What this TensorRT's plugin registry holds: the parser looks there for operators it has no
+        # built-in importer for.
+        "plugin_creators": sorted(
+            f"{creator.name} {creator.plugin_version}" for creator in trt.get_plugin_registry().all_creators
+        ),
         "engine": None,
         "engine_bytes": None,
         "builder_errors": [],

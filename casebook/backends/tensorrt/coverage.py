@@ -57,12 +57,22 @@ _DEFAULTS: dict[str, Any] = {"min_block_size": 5, "torch_executed_ops": (), "req
 
 
 class CoverageAnalysisError(RuntimeError):
-    """The dry run could not be carried out (worker crashed, timed out, or could not import)."""
+    """The dry run could not be carried out (worker crashed, timed out, or could not import).
+
+    When the worker reported what went wrong (``result``: the phase, the exception and its message), the
+    message says it and the worker's traceback and log stay in `stderr_tail`, out of the message: a
+    reader needs the error and its cause, not the worker's log. When it reported nothing (it crashed or
+    ran out of time), that tail is the only evidence, and the message ends with it.
+    """
 
     def __init__(self, message: str, *, stderr_tail: str = "", result: dict[str, Any] | None = None):
         self.stderr_tail = stderr_tail
         self.result = result or {}
-        super().__init__(message + (f"\n--- worker stderr (tail) ---\n{stderr_tail}" if stderr_tail else ""))
+        if stderr_tail and result:
+            message += f"\n(the worker's traceback and log: the exception's `stderr_tail`, {len(stderr_tail.splitlines())} lines)"
+        elif stderr_tail:
+            message += f"\n--- worker stderr (tail) ---\n{stderr_tail}"
+        super().__init__(message)
 
 
 class TorchTensorRTNotInstalledError(CoverageAnalysisError):

@@ -54,6 +54,7 @@ class OnnxEngineBuild:
     engine_bytes: int | None
     builder_errors: tuple[str, ...]
     seconds: float
+    plugin_creators: tuple[str, ...] = ()  # "name version" of each creator in TensorRT's plugin registry
 
     @property
     def built(self) -> bool:
@@ -137,4 +138,5 @@ def build_from_onnx(
         engine_bytes=result["engine_bytes"],
         builder_errors=tuple(result["builder_errors"]),
         seconds=result["seconds"],
+        plugin_creators=tuple(result["plugin_creators"]),
     )

@@ -36,8 +36,17 @@ class Parameter:
     doc: str  # the parameter's entry in the docstring, "" if it has none
 
 
-def package_dir() -> Path:
-    """The installed ``torch_tensorrt`` package folder (located without running its ``__init__``)."""
+def package_dir(site: Path | None = None) -> Path:
+    """The installed ``torch_tensorrt`` package folder (located without running its ``__init__``): this
+    environment's, or the one in ``site`` (Torch-TensorRT for RTX lives in a folder of its own,
+    `casebook.backends.tensorrt.engine.rtx_site`)."""
+    if site is not None:
+        folder = Path(site) / "torch_tensorrt"
+        if not (folder / "__init__.py").is_file():
+            raise ModuleNotFoundError(
+                f"no torch_tensorrt package in {site}: `make install TENSORRT=rtx` puts one there"
+            )
+        return folder
     spec = importlib.util.find_spec("torch_tensorrt")
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError("torch_tensorrt is not installed in this environment")
@@ -49,8 +58,8 @@ def installed_version() -> str:
     return importlib.metadata.version("torch-tensorrt")
 
 
-def _module_tree(relative_path: str) -> ast.Module:
-    return ast.parse((package_dir() / relative_path).read_text(encoding="utf-8"))
+def _module_tree(relative_path: str, site: Path | None = None) -> ast.Module:
+    return ast.parse((package_dir(site) / relative_path).read_text(encoding="utf-8"))
 
 
 def _find_function(tree: ast.Module, name: str) -> ast.FunctionDef:
@@ -104,6 +113,37 @@ def function_parameters(relative_path: str, function: str) -> dict[str, Paramete
     if args.kwarg is not None:
         params[args.kwarg.arg] = Parameter(args.kwarg.arg, "**kwargs", None, None, "")
     return params
+
+
+def function_decorators(relative_path: str, function: str, site: Path | None = None) -> list[str]:
+    """The decorators of ``function`` in ``torch_tensorrt/<relative_path>``, top first, as source text
+    (``["dynamo_tensorrt_converter(torch.ops.aten.nonzero.default, ...)", "needs_not_tensorrt_rtx"]``)."""
+    node = _find_function(_module_tree(relative_path, site), function)
+    return [ast.unparse(decorator) for decorator in node.decorator_list]
+
+
+def function_source(relative_path: str, function: str, site: Path | None = None) -> str:
+    """The source text of ``function`` in ``torch_tensorrt/<relative_path>`` (decorators and docstring
+    left out), as `ast.unparse` writes it."""
+    node = _find_function(_module_tree(relative_path, site), function)
+    body = [statement for statement in node.body if not _is_docstring(statement)]
+    bare = ast.FunctionDef(
+        name=node.name, args=node.args, body=body, decorator_list=[], returns=node.returns, type_params=[]
+    )
+    return ast.unparse(ast.fix_missing_locations(bare))
+
+
+def function_docstring(relative_path: str, function: str, site: Path | None = None) -> str:
+    """The docstring of ``function`` in ``torch_tensorrt/<relative_path>``, cleaned by `ast.get_docstring`."""
+    return ast.get_docstring(_find_function(_module_tree(relative_path, site), function)) or ""
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 def compile_parameters() -> dict[str, Parameter]:
