@@ -380,3 +380,18 @@ def test_a_missing_program_file_is_named_before_any_worker_starts(nms_head, tmp_
 def test_several_programs_need_at_least_one():
     with pytest.raises(ValueError, match="needs at least one program"):
         coverage_reports_by_program({})
+
+
+def test_the_cause_torch_only_logs_is_read_from_the_worker_log():
+    from casebook.backends.tensorrt.coverage import _cause_in_log
+
+    log = (
+        "W1128 17:33:44.811000 923 .venv/lib/python3.11/site-packages/torch/export/__init__.py:403]     raise X(\n"
+        "W1128 17:33:44.811000 923 .venv/lib/python3.11/site-packages/torch/export/__init__.py:403] "
+        "NotImplementedError: Deserializing casebook.models.stand_ins.Instances in pytree is not registered.\n"
+        "some other line\n"
+    )
+    assert _cause_in_log(log) == (
+        "NotImplementedError: Deserializing casebook.models.stand_ins.Instances in pytree is not registered."
+    )
+    assert _cause_in_log("W1128 17:33:44.811000 923 a.py:1] a plain warning\n") is None

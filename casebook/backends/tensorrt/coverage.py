@@ -29,6 +29,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -589,9 +590,15 @@ class _WorkerRun:
             self.tmp.cleanup()
 
         if not result["ok"]:
+            cause = _cause_in_log(stderr)
             raise CoverageAnalysisError(
                 f"the dry run failed while in phase {result.get('phase')!r}: "
                 f"{result['error_type']}: {result['message']}"
+                + (
+                    f"\ncause, from the worker's log: {cause}"
+                    if cause and cause not in result["message"]
+                    else ""
+                )
                 + _load_hint(result, self.needed_pytree_types, self.request["pytree_registrations"]),
                 stderr_tail=_tail(result.get("traceback", "") + "\n" + stderr),
                 result=result,
@@ -655,6 +662,26 @@ def _stop_worker(process: subprocess.Popen, tmp: tempfile.TemporaryDirectory) ->
         process.kill()
         process.wait()
     tmp.cleanup()
+
+
+# A line of a log record ("W1128 17:33:44.811000 923 path.py:403] text") and an exception's last line in it.
+_LOG_PREFIX = re.compile(r"^[WIEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ \S+\] ?")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): \S")
+
+
+def _cause_in_log(stderr: str) -> str | None:
+    """The last exception line ("NotImplementedError: ... is not registered") in the worker's stderr.
+
+    `torch.export.load` logs the error that stopped it as a warning, with its traceback, and raises
+    "We ran into an error when deserializing the saved file. Please check the warnings above": the
+    cause is only in the log.
+    """
+    found = None
+    for line in stderr.splitlines():
+        text = _LOG_PREFIX.sub("", line)
+        if _EXCEPTION_LINE.match(text):
+            found = text.strip()
+    return found
 
 
 def _load_hint(result: Mapping[str, Any], needed_types: Sequence[str], registrations: Sequence[str]) -> str:
