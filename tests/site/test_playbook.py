@@ -41,6 +41,9 @@ def page_text(page: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
+_PLAIN_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
 class _Definitions(HTMLParser):
     """Every <dt> of a page: its text, and the links of the <dd> that follows it."""
 
@@ -76,7 +79,8 @@ def built_playbook_terms(html_root: Path) -> dict[str, list[Path]]:
     parser.feed(page.read_text(encoding="utf-8"))
     terms: dict[str, list[Path]] = {}
     for text, links in parser.terms:
-        term = re.sub(r"\s+", " ", "".join(text)).strip()
+        # Sphinx's smart quotes print a title's apostrophe (TensorRT's) as a typographic one.
+        term = re.sub(r"\s+", " ", "".join(text)).strip().translate(_PLAIN_QUOTES)
         terms.setdefault(term, []).extend(
             (page.parent / href.split("#")[0]).resolve() for href in links if href
         )
