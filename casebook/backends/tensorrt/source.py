@@ -133,11 +133,6 @@ def function_source(relative_path: str, function: str, site: Path | None = None)
     return ast.unparse(ast.fix_missing_locations(bare))
 
 
-def function_docstring(relative_path: str, function: str, site: Path | None = None) -> str:
-    """The docstring of ``function`` in ``torch_tensorrt/<relative_path>``, cleaned by `ast.get_docstring`."""
-    return ast.get_docstring(_find_function(_module_tree(relative_path, site), function)) or ""
-
-
 def _is_docstring(statement: ast.stmt) -> bool:
     return (
         isinstance(statement, ast.Expr)
