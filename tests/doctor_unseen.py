@@ -1089,9 +1089,6 @@ UNSEEN: dict[str, Unseen] = {
             kwargs={"x": torch.randn(4, 4), "y": torch.randn(4, 4), "z": torch.rand(4, 4)},
             dynamic_shapes={k: {0: Dim.AUTO, 1: Dim.AUTO} for k in ("x", "y", "z")},
         ),
-        missed="crash: UserError: Detected mismatch between the structure of `inputs` and `dynamic_shapes`: "
-        "`inputs` has keys ['x', 'y', 'kwargs'], but `dynamic_shapes` has keys ['x', 'y', 'z'] "
-        "(plain torch.export.export, strict and non-strict, exports and runs it)",
     ),
     "concat-dims-tied-by-linear": Unseen(
         "pytorch/pytorch#172561",
@@ -1137,14 +1134,13 @@ UNSEEN: dict[str, Unseen] = {
         "pytorch/executorch#4042",
         None,
         lambda: dict(model=StateTimesInput(), args=(torch.tensor([1.0, 2.0, 0.5]),)),
-        missed="wrong page: parity-mismatch (from the same state the program matches eager, call after call)",
     ),
     "parameter-halved-under-no-grad": Unseen(
         "pytorch/pytorch#159623",
         "unclassified",
         lambda: dict(model=HalveWeightEachCall(), args=(torch.rand(4, 4),)),
-        missed="wrong page: parity-mismatch (the training-IR program matches eager from the same state; "
-        "the decomposed program's leaf-Variable error is not reported)",
+        missed="no cause named: from the same state the program matches eager, and the decomposed "
+        "program's leaf-Variable error needs autograd on, while the doctor runs programs under no_grad",
     ),
     "batchnorm-exported-in-training": Unseen(
         "microsoft/onnxscript#1791",
@@ -1213,12 +1209,10 @@ UNSEEN: dict[str, Unseen] = {
         "pytorch/pytorch#194014",
         "unclassified",
         lambda: dict(model=BatchNormNoStats(), args=(torch.randn(9, 2, 8, 8),)),
-        missed="crash: SIGSEGV in the eager reference run ends the doctor",
     ),
     "batch-norm-empty-var-segfault": Unseen(
         "pytorch/pytorch#169208",
         "unclassified",
         lambda: dict(model=BatchNormEmptyVar(), args=(torch.randn(10, 8),)),
-        missed="crash: SIGSEGV in the eager reference run ends the doctor",
     ),
 }

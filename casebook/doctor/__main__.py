@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-USAGE = "python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--device D] [--tensorrt] [--strict] [--no-compare] [--no-draft]"
+USAGE = "python -m casebook.doctor FILE.py:FACTORY [--json] [--aoti] [--device D] [--tensorrt] [--strict] [--no-compare] [--no-draft] [--no-isolate] [--step-time-limit S]"
 KEYS = {"model", "args", "kwargs", "dynamic_shapes", "check_inputs"}
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -49,7 +49,29 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--strict", action="store_true", help="export in strict mode (TorchDynamo)")
     parser.add_argument("--no-compare", action="store_true", help="on failure, do not try the other mode")
     parser.add_argument("--no-draft", action="store_true", help="on failure, do not run draft_export")
+    parser.add_argument(
+        "--no-isolate",
+        action="store_true",
+        help="run every step in this process (for a debugger); a torch crash then ends the doctor",
+    )
+    parser.add_argument(
+        "--step-time-limit",
+        type=_positive_seconds,
+        default=1800,
+        metavar="S",
+        help="seconds a step may run before it is stopped and reported (default 1800)",
+    )
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def load_factory(target: str):
@@ -142,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device=options.device,
                 tensorrt=options.tensorrt,
                 progress=progress,
+                isolate=not options.no_isolate,
+                step_time_limit_s=options.step_time_limit,
             )
         except DoctorUsageError as error:
             raise UsageError(str(error)) from error

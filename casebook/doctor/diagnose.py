@@ -10,7 +10,8 @@ The steps, each going as far as it can instead of stopping at the first error:
 4. if that fails: the other mode, to compare, and ``draft_export``, which lists every problem at once;
 5. on the exported program: requested dynamic dimensions against the program's shapes; constants
    that are fake tensors (strict export of a write through ``.data``); runs on the
-   example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``; a
+   example inputs (and on ``check_inputs``) compared with eager; ``run_decompositions()``, and the
+   decomposed program run and compared; a
    ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
    operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
    whose range includes 1, at 1, against eager; each floating-point
@@ -20,7 +21,9 @@ The steps, each going as far as it can instead of stopping at the first error:
    and, with ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
 
 Every exception is classified with `casebook.catalog`; one the catalog does not know becomes an
-``unclassified`` finding that sends the reader to the playbook, never to a guessed page.
+``unclassified`` finding that sends the reader to the playbook, never to a guessed page. The eager
+run and the steps after export run in forked child processes (`casebook.doctor.isolated`), so torch
+crashing in one of them is a finding too.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import contextlib
 import copy
 import inspect
 import io
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -36,7 +40,8 @@ from typing import Any
 import torch
 
 from .. import catalog
-from . import aoti_package, export_steps, fake_constants, other_device, program_steps
+from ..isolation import Forked, run_forked
+from . import aoti_package, export_steps, fake_constants, isolated, other_device, program_steps
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -63,6 +68,8 @@ def diagnose(
     tensorrt: bool = False,
     name: str | None = None,
     progress: Callable[[Step], None] | None = None,
+    isolate: bool = True,
+    step_time_limit_s: float = 1800,
 ) -> Report:
     """Diagnose `model` exported on (`args`, `kwargs`) with `dynamic_shapes`; see the module docstring.
 
@@ -77,6 +84,14 @@ def diagnose(
     adds Torch-TensorRT's dry run and a real engine build (`casebook.backends.tensorrt.engine.build_engines`).
     ``progress`` is called with each finished `Step`.
 
+    With ``isolate`` (the default) the eager reference run and every step after export run in a
+    forked child process (`casebook.doctor.isolated`): torch crashing there (a segmentation fault,
+    an abort) or a step running past ``step_time_limit_s`` seconds is a finding and the report goes
+    on, and each step starts from the model's and the program's state before it, so a model that
+    writes its own state (a counter, a cache) is compared call for call from the same state.
+    ``isolate=False`` runs everything in this process, on the model and the program themselves
+    (for a debugger; a model that writes its state then shows the writes of earlier steps).
+
     Raises `DoctorUsageError` for arguments of the wrong type and for a model that fails in eager
     mode on the example or on a check input.
     """
@@ -86,95 +101,130 @@ def diagnose(
             other_device.stand_in_for(device)  # a name that is not a device is refused before any work
         except ValueError as error:
             raise DoctorUsageError(str(error)) from None
+    if not (isinstance(step_time_limit_s, int | float) and step_time_limit_s > 0):
+        raise DoctorUsageError(
+            f"step_time_limit_s must be a positive number of seconds, got {step_time_limit_s!r}"
+        )
     checks = [_check_input(index, item) for index, item in enumerate(check_inputs)]
     report = Report(name or _model_name(model))
     session = Session(report, progress)
-    with _quiet():
-        with session.step("eager") as record:
-            record.outcome = "failed"  # until every input has run
-            try:
-                runs = [
-                    ("the example inputs", args, kwargs, _eager(model, args, kwargs, "the example inputs"))
-                ]
-                runs += [(label, a, k, _eager(model, a, k, label)) for label, a, k in checks]
-            except _ExportErrorInEager as known:
-                record.detail = "raised an error export raises too (control-flow operators trace in eager)"
-                session.add(session.classified(known.error, "eager", "eager"))
-                session.skip("export", "the model fails in eager mode: fix the finding above first")
-                return report
-            record.outcome, record.detail = "passed", f"{len(runs)} input(s)"
-        module = _as_module(session, model, args, kwargs, dynamic_shapes)
-        program = export_steps.export(
-            session, module, args, kwargs, dynamic_shapes, strict=strict, compare=compare, draft=draft
-        )
-        report.program = program
-        steps = [
-            (
-                "training mode",
-                lambda: check_training_mode(
-                    session,
-                    module,
-                    program,
-                    lambda eval_copy: export_steps.try_export(
-                        eval_copy, args, kwargs, dynamic_shapes, strict
+    inputs = [("the example inputs", args, kwargs), *checks]
+    started = time.perf_counter()
+    try:
+        with _quiet():
+            with session.step("eager") as record:
+                record.outcome = "failed"  # until every input has run
+                forked = _eager_in_a_child(model, inputs, step_time_limit_s) if isolate else None
+                if forked is not None and forked.crashed:
+                    record.detail = forked.describe()
+                    isolated.add_crash(session, "eager", forked, log=False)
+                    session.skip(
+                        "export",
+                        "the model crashes torch in eager mode: there is no reference to compare with",
+                    )
+                    return report
+                try:
+                    if forked is not None and forked.ok:
+                        outputs, notes = forked.value
+                        runs = [(*given, output) for given, output in zip(inputs, outputs, strict=True)]
+                        report.notes += notes
+                    else:  # an error to classify here, or outputs that cannot cross from the child
+                        with _threads_as_in_the_children(isolate):
+                            runs = _eager_runs(model, inputs, report.notes)
+                except _ExportErrorInEager as known:
+                    record.detail = (
+                        "raised an error export raises too (control-flow operators trace in eager)"
+                    )
+                    session.add(session.classified(known.error, "eager", "eager"))
+                    session.skip("export", "the model fails in eager mode: fix the finding above first")
+                    return report
+                record.outcome, record.detail = "passed", f"{len(runs)} input(s)"
+            module = _as_module(session, model, args, kwargs, dynamic_shapes)
+            program = export_steps.export(
+                session, module, args, kwargs, dynamic_shapes, strict=strict, compare=compare, draft=draft
+            )
+            report.program = program
+            steps = [
+                (
+                    "training mode",
+                    lambda: check_training_mode(
+                        session,
+                        module,
+                        program,
+                        lambda eval_copy: export_steps.try_export(
+                            eval_copy, args, kwargs, dynamic_shapes, strict
+                        ),
                     ),
                 ),
-            ),
-            (
-                "dynamic dims",
-                lambda: program_steps.check_dims(session, module, program, args, kwargs, dynamic_shapes),
-            ),
-            (
-                fake_constants.STEP,
-                lambda: fake_constants.check_fake_constants(session, module, program, args, kwargs),
-            ),
-            ("run + parity", lambda: program_steps.check_runs(session, program, runs)),
-            ("run_decompositions", lambda: program_steps.check_decompositions(session, program)),
-            ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
-            ("load elsewhere", lambda: check_load_elsewhere(session, program)),
-            ("runtime asserts", lambda: program_steps.check_runtime_asserts(session, program)),
-            (
-                "custom operators",
-                lambda: program_steps.check_custom_operators(session, program, args, kwargs),
-            ),
-            (
-                "size 1",
-                lambda: program_steps.check_size_one(session, module, program, args, kwargs, dynamic_shapes),
-            ),
-            (
-                "another size",
-                lambda: check_another_size(session, module, program, args, kwargs, dynamic_shapes),
-            ),
-            (
-                "input dtypes",
-                lambda: program_steps.check_input_dtypes(session, module, program, args, kwargs),
-            ),
-        ]
-        if device is not None:
-            steps.append(
-                (other_device.STEP, lambda: other_device.check_device(session, program, args, kwargs, device))
-            )
-        if aoti:
-            steps.append((aoti_package.STEP, lambda: aoti_package.check_aoti(session, program, args, kwargs)))
-        if tensorrt:
-            steps.append(
-                ("TensorRT dry run", lambda: program_steps.check_tensorrt(session, program, args, kwargs))
-            )
-            steps.append(
                 (
-                    "TensorRT engine build",
-                    lambda: program_steps.check_tensorrt_build(session, program, args, kwargs),
+                    "dynamic dims",
+                    lambda: program_steps.check_dims(session, module, program, args, kwargs, dynamic_shapes),
+                ),
+                (
+                    fake_constants.STEP,
+                    lambda: fake_constants.check_fake_constants(session, module, program, args, kwargs),
+                ),
+                ("run + parity", lambda: program_steps.check_runs(session, program, runs)),
+                (
+                    "run_decompositions",
+                    lambda: program_steps.check_decompositions(session, program, args, kwargs),
+                ),
+                ("save/load", lambda: program_steps.check_save_load(session, program, args, kwargs)),
+                ("load elsewhere", lambda: check_load_elsewhere(session, program)),
+                ("runtime asserts", lambda: program_steps.check_runtime_asserts(session, program)),
+                (
+                    "custom operators",
+                    lambda: program_steps.check_custom_operators(session, program, args, kwargs),
+                ),
+                (
+                    "size 1",
+                    lambda: program_steps.check_size_one(
+                        session, module, program, args, kwargs, dynamic_shapes
+                    ),
+                ),
+                (
+                    "another size",
+                    lambda: check_another_size(session, module, program, args, kwargs, dynamic_shapes),
+                ),
+                (
+                    "input dtypes",
+                    lambda: program_steps.check_input_dtypes(session, module, program, args, kwargs),
+                ),
+            ]
+            if device is not None:
+                steps.append(
+                    (
+                        other_device.STEP,
+                        lambda: other_device.check_device(session, program, args, kwargs, device),
+                    )
                 )
-            )
-        for step_name, run in steps:
-            if program is None:
-                session.skip(step_name, NO_PROGRAM)
-            elif step_name in fake_constants.CRASHES and fake_constants.writes_a_fake_constant(program):
-                session.skip(step_name, fake_constants.CRASHES[step_name])
-            else:
-                run()
-    report.fold_symptoms()
-    return report
+            if aoti:
+                steps.append(
+                    (aoti_package.STEP, lambda: aoti_package.check_aoti(session, program, args, kwargs))
+                )
+            if tensorrt:
+                steps.append(
+                    ("TensorRT dry run", lambda: program_steps.check_tensorrt(session, program, args, kwargs))
+                )
+                steps.append(
+                    (
+                        "TensorRT engine build",
+                        lambda: program_steps.check_tensorrt_build(session, program, args, kwargs),
+                    )
+                )
+            for step_name, run in steps:
+                if program is None:
+                    session.skip(step_name, NO_PROGRAM)
+                elif step_name in fake_constants.CRASHES and fake_constants.writes_a_fake_constant(program):
+                    session.skip(step_name, fake_constants.CRASHES[step_name])
+                elif isolate:
+                    isolated.run_step(session, step_name, run, time_limit_s=step_time_limit_s)
+                else:
+                    run()
+        report.fold_symptoms()
+        return report
+    finally:
+        report.wall_seconds = time.perf_counter() - started  # forks and all
 
 
 # --------------------------------------------------------------------------------------------------
@@ -220,6 +270,49 @@ class _ExportErrorInEager(Exception):
     def __init__(self, error: Exception):
         super().__init__(str(error))
         self.error = error
+
+
+def _eager_in_a_child(model: Callable, inputs: list, time_limit_s: float) -> Forked:
+    """The eager runs in a forked child; its value, when it has one, is (outputs, notes).
+
+    The reference is computed where the program will be, in a child running torch on one thread:
+    a convolution's sums come out in another order on another number of threads, and a detector's
+    boxes then differ from the program's by more than the comparison allows. An error eager raises
+    is classified in this process, where its exception is: the parent runs eager again for it."""
+
+    def outputs_and_notes():
+        notes: list[str] = []
+        return [output for *_, output in _eager_runs(model, inputs, notes)], notes
+
+    return run_forked(outputs_and_notes, timeout_s=time_limit_s)
+
+
+@contextlib.contextmanager
+def _threads_as_in_the_children(isolate: bool) -> Iterator[None]:
+    """One torch thread while eager runs here, as in the children that run the program (see
+    `_eager_in_a_child`); nothing changes without isolation."""
+    threads = torch.get_num_threads()
+    if isolate:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _eager_runs(model: Callable, inputs: list, notes: list[str]) -> list[tuple[str, tuple, dict, Any]]:
+    """Eager on each input in turn, on a copy of the model: the reference outputs, call for call,
+    from the state the model had when the reader called `diagnose` (which export starts from too).
+    A model that cannot be copied runs itself, and `notes` says so."""
+    try:
+        reference = copy.deepcopy(model)
+    except Exception as error:  # an attribute deepcopy refuses (a lock, a tensor that is not a leaf)
+        notes.append(
+            f"the model could not be copied ({first_line(error)}): eager ran on the model itself, so a "
+            "model that writes its own state was exported from the state eager left"
+        )
+        reference = model
+    return [(label, a, k, _eager(reference, a, k, label)) for label, a, k in inputs]
 
 
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:

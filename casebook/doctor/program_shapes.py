@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,7 @@ def map_dim_specs(model, args: tuple, kwargs: dict, dynamic_shapes, function: Ca
     (args, kwargs) (the order of the program's user inputs). Other inputs keep their spec.
     """
     combined = _combine_args(model, args, kwargs)
+    dynamic_shapes = _grouped_var_kwargs(model, combined, dynamic_shapes)
     names = list(combined)
     tree = type(dynamic_shapes)(combined.values()) if isinstance(dynamic_shapes, tuple | list) else combined
     leaves = {id(leaf): index for index, leaf in enumerate(pytree.tree_leaves((args, kwargs)))}
@@ -86,6 +88,20 @@ def map_dim_specs(model, args: tuple, kwargs: dict, dynamic_shapes, function: Ca
         return function(f"{top}{pytree.keystr(path[1:])}", leaves.get(id(value), -1), value, spec)
 
     return _tree_map_with_path(visit, tree, dynamic_shapes, tree_name="inputs")
+
+
+def _grouped_var_kwargs(model, combined: dict, dynamic_shapes):
+    """A dict spec that names the entries of ``**kwargs`` by their own keys (``"z"``), as torch.export
+    accepts, regrouped under the parameter's name (``"kwargs"``), as the inputs are."""
+    if not isinstance(dynamic_shapes, dict):
+        return dynamic_shapes
+    parameters = inspect.signature(model.forward if isinstance(model, torch.nn.Module) else model).parameters
+    var_keyword = next((p.name for p in parameters.values() if p.kind == p.VAR_KEYWORD), None)
+    if var_keyword is None or var_keyword in dynamic_shapes or var_keyword not in combined:
+        return dynamic_shapes
+    grouped = {key: spec for key, spec in dynamic_shapes.items() if key in combined[var_keyword]}
+    rest = {key: spec for key, spec in dynamic_shapes.items() if key not in grouped}
+    return {**rest, var_keyword: grouped} if grouped else dynamic_shapes
 
 
 def dim_items(spec) -> list[tuple[int, Any]]:

@@ -138,13 +138,38 @@ def check_runs(session: Session, program, inputs: list[tuple[str, tuple, dict, o
         )
 
 
-def check_decompositions(session: Session, program) -> None:
+def check_decompositions(session: Session, program, args, kwargs) -> None:
+    """Decompose the program to the core ATen set (what AOTInductor, ExecuTorch and TensorRT take),
+    then run the decomposed program on the example and compare it with the program."""
     with session.step("run_decompositions") as record:
         try:
-            program.run_decompositions()
+            decomposed = program.run_decompositions()
         except Exception as error:
             record.outcome = "failed"
             session.add(session.classified(error, "decompose", "decompose"))
+            return
+        if not session.ran_clean:
+            record.detail = "decomposed; not run, the program already failed on the example"
+            return
+        try:
+            actual = _call(decomposed, args, kwargs)
+        except Exception as error:
+            record.outcome = "failed"
+            context = "the decomposed program fails where the program ran:"
+            session.add(session.classified(error, "run", "decompose", context=context))
+            return
+        try:
+            compare_outputs(session.example_output, actual)
+        except AssertionError as error:
+            record.outcome = "failed"
+            evidence = [
+                "the decomposed program differs from the program: " + str(error).strip().splitlines()[0]
+            ]
+            session.add(Finding.from_entry(catalog.entry("parity-mismatch"), evidence, "decompose", error))
+        except Exception:  # outputs the comparison cannot take apart: `run + parity` reports that
+            record.detail = "the decomposed program ran; its outputs cannot be compared (see run + parity)"
+        else:
+            record.detail = "the decomposed program computes what the program computes on the example"
 
 
 def check_save_load(session: Session, program, args, kwargs) -> None:

@@ -7,13 +7,14 @@ A `Report` renders three ways: Markdown in a notebook, plain text in a terminal 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import catalog, toc
 
 # Findings are listed most fundamental first: what stops export before what the program does wrong.
 _RANK = {
+    "eager": 0,
     "callable": 0,
     "export": 1,
     "strict": 2,
@@ -108,7 +109,9 @@ class Finding:
 
     ``evidence`` holds the error's first line (or what a check saw) and where it happened: the frame
     outside torch, and the reader's own frame when that one is in a library. ``step`` is the doctor
-    step that met it; ``exception`` the raw exception, when there was one.
+    step that met it; ``exception`` the raw exception, when there was one, and ``exception_name`` its
+    qualified class name (kept when a finding comes back from a step run in a child process, whose
+    exceptions stay there).
     """
 
     kind: str
@@ -118,6 +121,16 @@ class Finding:
     evidence: list[str]
     step: str
     exception: BaseException | None = field(default=None, repr=False)
+    exception_name: str | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.exception is not None and self.exception_name is None:
+            kind = type(self.exception)
+            self.exception_name = f"{kind.__module__}.{kind.__qualname__}"
+
+    def without_exception(self) -> Finding:
+        """A copy that can cross a process boundary: the exception's name stays, the object does not."""
+        return replace(self, exception=None, evidence=list(self.evidence))
 
     @classmethod
     def from_entry(
@@ -131,16 +144,16 @@ class Finding:
 
     @classmethod
     def unclassified(
-        cls, title: str, evidence: list[str], step: str, exception: BaseException | None = None
+        cls,
+        title: str,
+        evidence: list[str],
+        step: str,
+        exception: BaseException | None = None,
+        fix: str = GENERIC_FIX,
     ) -> Finding:
-        return cls(
-            UNCLASSIFIED, title, toc.docname(catalog.PLAYBOOK_PAGE), GENERIC_FIX, evidence, step, exception
-        )
+        return cls(UNCLASSIFIED, title, toc.docname(catalog.PLAYBOOK_PAGE), fix, evidence, step, exception)
 
     def as_dict(self) -> dict[str, Any]:
-        exception = None
-        if self.exception is not None:
-            exception = f"{type(self.exception).__module__}.{type(self.exception).__qualname__}"
         return {
             "kind": self.kind,
             "title": self.title,
@@ -148,7 +161,7 @@ class Finding:
             "fix": self.fix,
             "evidence": self.evidence,
             "step": self.step,
-            "exception": exception,
+            "exception": self.exception_name,
         }
 
 
@@ -168,7 +181,8 @@ class Report:
 
     ``findings`` are problems, most fundamental first; ``notes`` are facts worth knowing that are not
     problems in themselves (the ranges of dynamic dimensions, the checks the program makes at run
-    time); ``steps`` what ran, with timings; ``program`` the exported program, when export succeeded.
+    time); ``steps`` what ran, with timings; ``program`` the exported program, when export succeeded;
+    ``wall_seconds`` the whole `diagnose` call.
     """
 
     model: str
@@ -176,6 +190,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     program: Any = field(default=None, repr=False)
+    wall_seconds: float | None = None  # set by `diagnose`: the whole call, child processes included
 
     @property
     def ok(self) -> bool:
@@ -183,6 +198,9 @@ class Report:
 
     @property
     def seconds(self) -> float:
+        """How long the diagnosis took: the whole call when timed, else the sum of its steps."""
+        if self.wall_seconds is not None:
+            return self.wall_seconds
         return sum(step.seconds for step in self.steps)
 
     def kinds(self) -> list[str]:
