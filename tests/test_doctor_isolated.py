@@ -95,16 +95,26 @@ def test_an_exception_that_escapes_a_step_is_a_finding_naming_the_step():
     assert any("in buggy_step" in line for line in finding.evidence), finding.evidence
 
 
-def test_a_step_whose_result_cannot_cross_runs_again_here():
+def test_a_step_whose_result_cannot_cross_runs_again_here_with_a_note():
     session, _ = _session()
     ran_here = []
 
     def step():
         session.example_output = lambda: None  # a function does not pickle
-        ran_here.append(1)
+        ran_here.append(torch.get_num_threads())
 
     isolated.run_step(session, "run + parity", step, time_limit_s=60)
-    assert ran_here == [1] and callable(session.example_output)  # the child's run did not count here
+    assert ran_here == [1] and callable(session.example_output)  # here, on one thread as in a child
+    (note,) = session.report.notes
+    assert note.startswith("the `run + parity` step ran in this process: its results cannot cross"), note
+
+
+def test_a_program_that_did_not_run_stays_not_run_after_a_step():
+    """The marker for "no output yet" is an object of this process: a step that did not run the
+    example must not bring back a copy of it that reads as an output."""
+    session, _ = _session()
+    isolated.run_step(session, "run_decompositions", lambda: None, time_limit_s=60)
+    assert not session.ran_clean
 
 
 class BatchNormWithoutStatistics(nn.Module):
@@ -161,14 +171,28 @@ def test_isolate_false_runs_in_this_process_with_the_same_findings():
     assert here.kinds() == diagnose(KeepIfEnough(), example).kinds() == ["data-dependent-guard"], here
 
 
-@pytest.mark.parametrize("limit", [0, -1, "10"])
-def test_a_time_limit_that_is_not_a_positive_number_is_refused(limit):
-    with pytest.raises(DoctorUsageError, match="step_time_limit_s must be a positive number of seconds"):
+@pytest.mark.parametrize("limit", [0, -1, "10", float("inf"), float("nan"), True])
+def test_a_time_limit_that_is_not_a_positive_finite_number_is_refused(limit):
+    with pytest.raises(
+        DoctorUsageError, match="step_time_limit_s must be a positive, finite number of seconds"
+    ):
         diagnose(nn.ReLU(), (torch.ones(2),), step_time_limit_s=limit)
 
 
+@pytest.mark.slow
+def test_with_cuda_started_every_step_runs_here_and_a_note_says_why(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    report = diagnose(CountsCalls(), (torch.ones(3),))
+    assert any(note.startswith("CUDA is initialized in this process") for note in report.notes), report
+
+
 @pytest.mark.parametrize(
-    ("value", "message"), [("0", "expected a positive number"), ("soon", "expected a number")]
+    ("value", "message"),
+    [
+        ("0", "expected a positive, finite number"),
+        ("inf", "expected a positive, finite number"),
+        ("soon", "expected a number"),
+    ],
 )
 def test_cli_step_time_limit_must_be_a_positive_number(value, message, capsys):
     assert main(["factories.py:clean", "--step-time-limit", value]) == 2

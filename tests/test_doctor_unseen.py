@@ -17,11 +17,12 @@ from casebook.doctor import diagnose
 from casebook.isolation import run_forked
 
 CASE_TIME_LIMIT_S = 180
+STEP_TIME_LIMIT_S = 60  # below the case's limit, so a hung step is the doctor's finding, not a timeout here
 
 
 def _report_in_a_child(name: str):
     def run():
-        report = diagnose(**UNSEEN[name].call())
+        report = diagnose(**UNSEEN[name].call(), step_time_limit_s=STEP_TIME_LIMIT_S)
         return report.kinds(), str(report)
 
     return run_forked(run, timeout_s=CASE_TIME_LIMIT_S)

@@ -32,6 +32,7 @@ import contextlib
 import copy
 import inspect
 import io
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 
 from .. import catalog
-from ..isolation import Forked, run_forked
+from ..isolation import Forked, run_forked, single_threaded
 from . import aoti_package, export_steps, fake_constants, isolated, other_device, program_steps
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
@@ -101,14 +102,23 @@ def diagnose(
             other_device.stand_in_for(device)  # a name that is not a device is refused before any work
         except ValueError as error:
             raise DoctorUsageError(str(error)) from None
-    if not (isinstance(step_time_limit_s, int | float) and step_time_limit_s > 0):
+    if isinstance(step_time_limit_s, bool) or not (
+        isinstance(step_time_limit_s, int | float) and 0 < step_time_limit_s < math.inf
+    ):
         raise DoctorUsageError(
-            f"step_time_limit_s must be a positive number of seconds, got {step_time_limit_s!r}"
+            f"step_time_limit_s must be a positive, finite number of seconds, got {step_time_limit_s!r}"
         )
     checks = [_check_input(index, item) for index, item in enumerate(check_inputs)]
     report = Report(name or _model_name(model))
     session = Session(report, progress)
     inputs = [("the example inputs", args, kwargs), *checks]
+    if isolate and torch.cuda.is_initialized():
+        isolate = False  # a forked child cannot use CUDA once this process has started it
+        report.notes.append(
+            "CUDA is initialized in this process and a forked child cannot use it: every step ran "
+            "here, without protection from a crash (start a fresh process and call `diagnose` before "
+            "anything touches CUDA, or pass CPU inputs, to get it)"
+        )
     started = time.perf_counter()
     try:
         with _quiet():
@@ -129,8 +139,13 @@ def diagnose(
                         runs = [(*given, output) for given, output in zip(inputs, outputs, strict=True)]
                         report.notes += notes
                     else:  # an error to classify here, or outputs that cannot cross from the child
-                        with _threads_as_in_the_children(isolate):
+                        with single_threaded() if isolate else contextlib.nullcontext():
                             runs = _eager_runs(model, inputs, report.notes)
+                        if forked is not None and forked.error_type != "Unpicklable":
+                            report.notes.append(
+                                f"eager raised {forked.error} in a child process and ran here: a "
+                                "model whose eager run depends on the process it runs in"
+                            )
                 except _ExportErrorInEager as known:
                     record.detail = (
                         "raised an error export raises too (control-flow operators trace in eager)"
@@ -282,34 +297,27 @@ def _eager_in_a_child(model: Callable, inputs: list, time_limit_s: float) -> For
 
     def outputs_and_notes():
         notes: list[str] = []
-        return [output for *_, output in _eager_runs(model, inputs, notes)], notes
+        return [output for *_, output in _eager_runs(model, inputs, notes, in_child=True)], notes
 
     return run_forked(outputs_and_notes, timeout_s=time_limit_s)
 
 
-@contextlib.contextmanager
-def _threads_as_in_the_children(isolate: bool) -> Iterator[None]:
-    """One torch thread while eager runs here, as in the children that run the program (see
-    `_eager_in_a_child`); nothing changes without isolation."""
-    threads = torch.get_num_threads()
-    if isolate:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _eager_runs(model: Callable, inputs: list, notes: list[str]) -> list[tuple[str, tuple, dict, Any]]:
+def _eager_runs(
+    model: Callable, inputs: list, notes: list[str], *, in_child: bool = False
+) -> list[tuple[str, tuple, dict, Any]]:
     """Eager on each input in turn, on a copy of the model: the reference outputs, call for call,
     from the state the model had when the reader called `diagnose` (which export starts from too).
     A model that cannot be copied runs itself, and `notes` says so."""
     try:
         reference = copy.deepcopy(model)
     except Exception as error:  # an attribute deepcopy refuses (a lock, a tensor that is not a leaf)
+        consequence = (
+            "in a child process, whose writes stayed there"
+            if in_child
+            else "so a model that writes its own state was exported from the state eager left"
+        )
         notes.append(
-            f"the model could not be copied ({first_line(error)}): eager ran on the model itself, so a "
-            "model that writes its own state was exported from the state eager left"
+            f"the model could not be copied ({first_line(error)}): eager ran on the model itself, {consequence}"
         )
         reference = model
     return [(label, a, k, _eager(reference, a, k, label)) for label, a, k in inputs]

@@ -5,7 +5,8 @@ notebook with it; a step that hangs never returns. `run_step` runs one step of t
 made with ``fork`` (`casebook.isolation.run_forked`): the child has the model, the program and the
 report as they are, runs the step, and sends back what the step added to the report. The parent
 takes that in; the step's other effects (a buffer the program wrote, a counter the model advanced)
-stay in the child, so every step starts from the state the model and the program were in before it.
+stay in the child, so every step starts from the state the model and the program were in before it
+(except a step whose results cannot be pickled: it runs again in this process, and a note says so).
 
 When the child dies of a signal or runs out of time, the report gets a finding that says so, with
 the stage, the Python line the child was on and a line to reproduce it, and the doctor goes on with
@@ -19,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..isolation import Forked, run_forked
+from ..isolation import Forked, run_forked, single_threaded
 from .report import Finding, Step
 from .session import Session
 
@@ -57,7 +58,7 @@ RANK_KEY = {
     "load elsewhere": "save-load",
     "runtime asserts": "runtime-asserts",
     "size 1": "run",
-    "input dtypes": "run",
+    "input dtypes": "branches",
     "TensorRT dry run": "tensorrt",
     "TensorRT engine build": "tensorrt",
 }
@@ -71,30 +72,43 @@ def run_step(session: Session, name: str, run: Callable[[], None], *, time_limit
     notes and step records; a crash, a hang or an escaped exception becomes a finding."""
     report = session.report
     steps_before = len(report.steps)
+    output_before = session.example_output
 
-    def in_child() -> tuple[list[Finding], list[str], list[Step], Any]:
+    def in_child() -> tuple[list[Finding], list[str], list[Step], bool, Any]:
         session.progress = None  # the parent reports progress for the steps that come back
         run()
+        ran_the_example = session.example_output is not output_before
         return (
             [finding.without_exception() for finding in report.findings],
             list(report.notes),
             report.steps[steps_before:],
-            session.example_output,
+            ran_the_example,
+            session.example_output if ran_the_example else None,  # a marker object would not survive pickling
         )
 
     forked = run_forked(in_child, timeout_s=time_limit_s)
     if forked.ok:
-        findings, notes, steps, session.example_output = forked.value
+        findings, notes, steps, ran_the_example, example_output = forked.value
         report.findings[:] = _keep_exceptions(report.findings, findings)
         report.notes[:] = notes
+        if ran_the_example:
+            session.example_output = example_output
         for record in steps:
             session._log(record)
     elif forked.crashed:
         add_crash(session, name, forked)
-    elif forked.error_type == "PicklingError" or "pickle" in forked.error.lower():
-        # The step finished in the child but what it returned cannot cross the pipe (an output of a
-        # class defined inside a function): it did not crash there, so it runs here.
-        run()
+    elif forked.error_type == "Unpicklable":
+        # The step finished in the child, but what it found cannot cross the pipe (an output of a
+        # class defined inside a function): it did not crash there, so it runs here, on one thread
+        # as in a child, without the child's protection.
+        note = (
+            f"the `{name}` step ran in this process: its results cannot cross from a child process "
+            f"({forked.error}), so it had no protection from a crash and started from the state "
+            "earlier steps run here left"
+        )
+        report.notes.append(note)
+        with single_threaded():
+            run()
     else:
         _add_escaped(session, name, forked)
 
@@ -102,10 +116,13 @@ def run_step(session: Session, name: str, run: Callable[[], None], *, time_limit
 def _keep_exceptions(here: list[Finding], from_child: list[Finding]) -> list[Finding]:
     """The child's findings, in its order, with this process's own object (and exception) kept for
     each finding that was already here: a step only adds findings or evidence to them."""
-    mine = {_identity(finding): finding for finding in here}
+    mine: dict[tuple, list[Finding]] = {}
+    for finding in here:
+        mine.setdefault(_identity(finding), []).append(finding)
     merged = []
     for finding in from_child:
-        kept = mine.get(_identity(finding))
+        same = mine.get(_identity(finding))
+        kept = same.pop(0) if same else None
         if kept is not None:
             kept.evidence = finding.evidence
         merged.append(kept or finding)

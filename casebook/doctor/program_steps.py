@@ -166,10 +166,26 @@ def check_decompositions(session: Session, program, args, kwargs) -> None:
                 "the decomposed program differs from the program: " + str(error).strip().splitlines()[0]
             ]
             session.add(Finding.from_entry(catalog.entry("parity-mismatch"), evidence, "decompose", error))
-        except Exception:  # outputs the comparison cannot take apart: `run + parity` reports that
-            record.detail = "the decomposed program ran; its outputs cannot be compared (see run + parity)"
+        except Exception as error:
+            if _comparison_failed_on_the_example(session):  # the same outputs: reported once, there
+                record.detail = (
+                    "the decomposed program ran; its outputs cannot be compared (see run + parity)"
+                )
+            else:
+                record.outcome = "failed"
+                context = "comparing the decomposed program's outputs with the program's:"
+                session.add(session.classified(error, "check", "decompose", context=context))
         else:
             record.detail = "the decomposed program computes what the program computes on the example"
+
+
+def _comparison_failed_on_the_example(session: Session) -> bool:
+    """Whether `run + parity` could not take the example's outputs apart (see `check_runs`)."""
+    return any(
+        line.startswith("comparing outputs on the example inputs:")
+        for finding in session.report.findings
+        for line in finding.evidence[:1]
+    )
 
 
 def check_save_load(session: Session, program, args, kwargs) -> None:
