@@ -2,6 +2,8 @@
 exception in a step is a finding, the report goes on, and every step starts from the same state."""
 
 import ctypes
+import inspect
+import sys
 import time
 
 import pytest
@@ -198,3 +200,11 @@ def test_cli_step_time_limit_must_be_a_positive_number(value, message, capsys):
     assert main(["factories.py:clean", "--step-time-limit", value]) == 2
     err = capsys.readouterr().err
     assert "argument --step-time-limit" in err and message in err, err
+
+
+def test_steps_whose_work_runs_in_workers_already_are_steps_diagnose_has():
+    """The TensorRT steps run here (their builds are in worker processes, and a worker started in a
+    child would be started again for every step): the names must be the ones `diagnose` uses."""
+    source = inspect.getsource(sys.modules["casebook.doctor.diagnose"])  # the package re-exports the function
+    for name in isolated.IN_WORKERS_ALREADY:
+        assert f'"{name}"' in source, name

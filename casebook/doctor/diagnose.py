@@ -232,7 +232,7 @@ def diagnose(
                     session.skip(step_name, NO_PROGRAM)
                 elif step_name in fake_constants.CRASHES and fake_constants.writes_a_fake_constant(program):
                     session.skip(step_name, fake_constants.CRASHES[step_name])
-                elif isolate:
+                elif isolate and step_name not in isolated.IN_WORKERS_ALREADY:
                     isolated.run_step(session, step_name, run, time_limit_s=step_time_limit_s)
                 else:
                     run()

@@ -24,6 +24,11 @@ from ..isolation import Forked, run_forked, single_threaded
 from .report import Finding, Step
 from .session import Session
 
+# Steps whose torch work already runs in worker processes of their own, with their own time limits
+# (`casebook.backends.tensorrt`): a fork would add nothing but the cost of starting those workers
+# again, since a worker started in a child is not kept for the next step. They run here.
+IN_WORKERS_ALREADY = frozenset({"TensorRT dry run", "TensorRT engine build"})
+
 # How to run each step's torch call by hand, for a crash finding (the names a reader has in scope).
 REPRODUCE = {
     "eager": "model(*args, **kwargs)",
