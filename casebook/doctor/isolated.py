@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..isolation import Forked, run_forked, single_threaded
+from .frames import Frame
 from .report import Finding, Step
 from .session import Session
 
@@ -162,7 +163,10 @@ def _crash_frames(details: str, count: int = 3) -> list[str]:
     frames = [match.groupdict() for match in _FRAME.finditer(details)]
     outside = [frame for frame in frames if not _PLUMBING.search(frame["path"])]
     chosen = outside[:1] + frames[: count - 1] if outside else frames[:count]
-    return [f"at {frame['path']}:{frame['line']} in {frame['function']}" for frame in _unique(chosen)]
+    return [
+        f"at {Frame(frame['path'], int(frame['line']), frame['function']).location} in {frame['function']}"
+        for frame in _unique(chosen)
+    ]
 
 
 # Frames that are never the reader's: torch's, and the doctor's own on the way to the step.
@@ -189,4 +193,7 @@ def _add_escaped(session: Session, name: str, forked: Forked) -> None:
 def _last_frames(traceback_text: str, count: int = 2) -> list[str]:
     """The innermost frames of a Python traceback, as evidence lines."""
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', traceback_text)
-    return [f"at {path}:{line} in {function}" for path, line, function in frames[-count:]]
+    return [
+        f"at {Frame(path, int(line), function).location} in {function}"
+        for path, line, function in frames[-count:]
+    ]
