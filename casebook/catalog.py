@@ -228,7 +228,7 @@ ENTRIES: tuple[Entry, ...] = (
         group="dynamic-dims",
         title="A strided feature map assumed not to be 1 pixel: the bound is only in the guard",
         message="satisfy the generated guard (1 + (((-1) + L['x'].size()[2]) // 64)) != 1",
-        pattern=r"satisfy the generated guard .*\) != 1",
+        pattern=r"satisfy the generated guard .*\) != 1(?!\d)",
         raised_as="`torch._dynamo.exc.UserError` (Constraints violated)",
         exceptions=(USER_ERROR,),
         stages=("export", "strict"),
@@ -1073,6 +1073,17 @@ def classify(error: BaseException, stage: str) -> Entry | None:
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
     return next((entry for entry in ENTRIES if entry.matches(error, stage)), None)
+
+
+def related(error: BaseException, stage: str, limit: int = 3) -> list[Entry]:
+    """Entries about the same exception type at `stage` whose message does not match `error`: pages a
+    reader may compare with, never the cause (one page each, in catalog order, at most `limit`)."""
+    names = {_qualified(kind) for kind in type(error).__mro__} - {"Exception", "BaseException", "object"}
+    found: dict[str, Entry] = {}
+    for item in ENTRIES:
+        if stage in item.stages and names & set(item.exceptions) and item.page not in found:
+            found[item.page] = item
+    return list(found.values())[:limit]
 
 
 def entry(entry_id: str) -> Entry:

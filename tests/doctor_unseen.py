@@ -1078,7 +1078,6 @@ UNSEEN: dict[str, Unseen] = {
             args=(torch.randn(2, 3, 64, 64),),
             dynamic_shapes=({0: Dim("batch"), 2: Dim("h"), 3: Dim("w")},),
         ),
-        missed="wrong page: not-one-guard",
     ),
     "kwargs-spec-by-call-names": Unseen(
         "pytorch/pytorch#150371",
@@ -1116,7 +1115,6 @@ UNSEEN: dict[str, Unseen] = {
             args=(torch.randn(2, 4, 16, 16),),
             dynamic_shapes={"hidden_states": {2: Dim("fm_height", min=16), 3: Dim("fm_width", min=16)}},
         ),
-        missed="wrong page: not-one-guard",
     ),
     "max-of-two-sizes": Unseen(
         "pytorch/pytorch#150851",

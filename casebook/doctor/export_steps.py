@@ -9,9 +9,10 @@ import torch
 
 from .. import catalog
 from .branches import BranchSite, flag_spy
+from .confirm import CONSTRAINT_ENTRIES, confirm_with_suggested_fixes
 from .frames import Frame, draft_frames, error_frames
 from .provenance import SIZES, VALUES, observer_behind, origin_at, origin_in_failed_trace
-from .report import Finding
+from .report import EVIDENCE, MESSAGE_ONLY, Finding
 from .session import Session, first_line
 
 # Evidence lists are for reading: beyond this many extra sites, say how many more there are.
@@ -63,10 +64,16 @@ def export(
     report_branches(session, sites)
     if program is not None:
         return program
+
+    def export_with(spec):
+        return try_export(module, args, kwargs, spec, strict)
+
     if compare:
         program = export_other_mode(session, module, args, kwargs, dynamic_shapes, not strict, finding)
         if program is not None:
             refine_by_origin(finding, program)  # the other mode's program holds the read too
+            confirm_with_suggested_fixes(session, finding, dynamic_shapes, export_with)
+            session.report.order()
             return program
     else:
         session.skip(f"export ({_mode(not strict)[0]})", "compare=False")
@@ -75,6 +82,8 @@ def export(
     else:
         session.skip("draft_export", "draft=False")
     refine_by_origin(finding)  # when no program got past the error
+    confirm_with_suggested_fixes(session, finding, dynamic_shapes, export_with)
+    session.report.order()  # the findings' strengths may have changed
     return None
 
 
@@ -84,7 +93,11 @@ def _classified(session: Session, error: BaseException, stage: str, module) -> F
     observer = observer_behind(error, module)
     if observer is not None:
         finding.evidence.insert(1, f"raised inside the quantization observer {observer}")
-        finding.reclassify(catalog.entry("quantization-observer"))
+        finding.reclassify(
+            catalog.entry("quantization-observer"),
+            strength=EVIDENCE,
+            basis=f"the stack shows the error raised inside the quantization observer {observer}",
+        )
     return finding
 
 
@@ -160,9 +173,12 @@ def refine_by_origin(finding: Finding, program=None) -> None:
     if origin is None:
         return
     finding.evidence.insert(1, origin.evidence(frames[0]))
+    basis = "the traced graph shows where the value the code needed came from (the provenance line)"
     better = _BY_ORIGIN.get((finding.kind, origin.source))
     if better is not None:
-        finding.reclassify(catalog.entry(better))
+        finding.reclassify(catalog.entry(better), strength=EVIDENCE, basis=basis)
+    else:
+        finding.strengthen(EVIDENCE, basis)
 
 
 # A guard that holds only for multiples of a number: `Eq(2*TruncToInt(0.5*ToFloat(s1)), s0)` (a
@@ -189,12 +205,12 @@ def refine_by_guards(finding: Finding, failures) -> None:
             finding.evidence.insert(
                 1, f"draft_export's guard `{expression}` holds only for multiples of {factor}"
             )
-            finding.reclassify(catalog.entry("needs-a-multiple"))
+            finding.reclassify(
+                catalog.entry("needs-a-multiple"),
+                strength=EVIDENCE,
+                basis=f"draft_export's guard `{expression}` holds only for multiples of {factor}",
+            )
             return
-
-
-# Export's "Constraints violated" entries: draft_export reports their sites as added guards.
-_CONSTRAINT_ENTRIES = frozenset({"constraints-violated", "needs-a-multiple", "not-one-guard"})
 
 
 def _draft_entry(failure, frame: Frame | None, program) -> str:
@@ -224,11 +240,11 @@ def report_draft_failures(session: Session, failures, finding: Finding, program)
             frames = draft_frames(data.get("user_stack", []))
             site = f"`{data['expr']}` at {frames[0]}" if frames else f"`{data['expr']}`"
             key = _draft_entry(failure, frames[0] if frames else None, program)
-            if key == "constraints-violated" and finding.kind in _CONSTRAINT_ENTRIES:
-                key = finding.kind  # a guard draft_export added is a site of the violation export named
+            if key == "constraints-violated" and finding.kind in CONSTRAINT_ENTRIES:
+                key = finding.kind  # draft_export reports the violation's sites as guards it added
             elif finding.kind == "quantization-observer":
                 key = finding.kind  # the observer's branches: the cause export named
-            new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
+            new = None if key == finding.kind else _draft_finding(key, failure)
         else:
             op = data.get("op", "?")
             if failure.failure_type == FailureType.MISSING_FAKE_KERNEL:
@@ -237,7 +253,7 @@ def report_draft_failures(session: Session, failures, finding: Finding, program)
             else:
                 key = "wrong-fake-kernel"
                 site = f"torch.ops.{op}: fake kernel vs kernel: {data.get('reason')}"
-            new = None if key == finding.kind else Finding.from_entry(catalog.entry(key), [], "draft")
+            new = None if key == finding.kind else _draft_finding(key, failure)
         groups.setdefault(key, (new, []))[1].append(site)
     for new, sites in groups.values():
         target = new if new is not None else finding
@@ -252,6 +268,26 @@ def report_draft_failures(session: Session, failures, finding: Finding, program)
             )
         if new is not None:
             session.add(new)
+
+
+def _draft_finding(key: str, failure) -> Finding:
+    """A finding for a problem draft_export met past the export error. An operator whose fake kernel
+    is missing or wrong, draft_export ran and names: evidence. A guard it added, or a data-dependent
+    expression, is matched to an entry by its kind alone: unproven."""
+    from torch.export._draft_export import FailureType
+
+    kind = failure.failure_type
+    if kind in (FailureType.MISSING_FAKE_KERNEL, FailureType.MISMATCHED_FAKE_KERNEL):
+        return Finding.from_entry(
+            catalog.entry(key), [], "draft", basis="draft_export ran the operator's kernel and names it"
+        )
+    return Finding.from_entry(
+        catalog.entry(key),
+        [],
+        "draft",
+        strength=MESSAGE_ONLY,
+        basis=f"draft_export's report lists it as {kind.name}; the doctor did not test the cause",
+    )
 
 
 def _missing_fake_entry(op: str) -> str:

@@ -129,8 +129,8 @@ def _keep_exceptions(here: list[Finding], from_child: list[Finding]) -> list[Fin
     for finding in from_child:
         same = mine.get(_identity(finding))
         kept = same.pop(0) if same else None
-        if kept is not None:
-            kept.evidence = finding.evidence
+        if kept is not None:  # a step may add evidence to it, or establish its cause more strongly
+            kept.evidence, kept.strength, kept.basis = finding.evidence, finding.strength, finding.basis
         merged.append(kept or finding)
     return merged
 

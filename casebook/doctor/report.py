@@ -41,6 +41,17 @@ EXPLAINS = {
 }
 
 UNCLASSIFIED = "unclassified"
+# Entries that name what was seen, not why: however sure the sighting, a cause goes before them.
+SYMPTOMS = frozenset({"parity-mismatch"})
+
+# How a finding was established, strongest first; findings are ordered by it (`Report.add`).
+CONFIRMED = "confirmed"  # the doctor applied the entry's fix and the failing step then passed
+EVIDENCE = "evidence"  # a check saw it, or the stack or the graph shows the cause
+MESSAGE_ONLY = "message only"  # the error's message matched the entry; nothing else was tested
+NOT_IN_CATALOG = "not in the catalog"  # no entry matched: facts to search or report with, no cause
+STRENGTHS = (CONFIRMED, EVIDENCE, MESSAGE_ONLY, NOT_IN_CATALOG)
+NOT_IN_CATALOG_TITLE = "not in the book's catalog"
+MESSAGE_ONLY_BASIS = "the error message matched this entry; the doctor did not test the cause"
 GENERIC_FIX = (
     'run `torch.export.draft_export` to list every problem at once; `TORCH_LOGS="+dynamic"` shows where '
     "each symbol is created and each guard added; `TORCH_TRACE=/tmp/trace` and then `tlparse` give a "
@@ -63,7 +74,18 @@ JSON_SCHEMA: dict[str, Any] = {
             "description": "problems, root causes first",
             "items": {
                 "type": "object",
-                "required": ["kind", "title", "page", "fix", "evidence", "step", "exception"],
+                "required": [
+                    "kind",
+                    "title",
+                    "page",
+                    "fix",
+                    "evidence",
+                    "step",
+                    "exception",
+                    "strength",
+                    "basis",
+                    "related",
+                ],
                 "additionalProperties": False,
                 "properties": {
                     "kind": {"type": "string", "description": "a catalog id, or 'unclassified'"},
@@ -77,6 +99,21 @@ JSON_SCHEMA: dict[str, Any] = {
                         "symptoms it explains",
                     },
                     "step": {"type": "string", "description": "the doctor step that met it"},
+                    "strength": {
+                        "enum": list(STRENGTHS),
+                        "description": "how the cause was established: 'confirmed' (its fix applied, the "
+                        "failing step passed), 'evidence' (a check saw it, or the stack or graph shows it), "
+                        "'message only' (the message matched; nothing tested), 'not in the catalog'",
+                    },
+                    "basis": {
+                        "type": "string",
+                        "description": "how the doctor established it, in a sentence",
+                    },
+                    "related": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "pages about similar errors, listed as related, not as the cause",
+                    },
                     "exception": {
                         "type": ["string", "null"],
                         "description": "the exception's qualified class name, when one was raised",
@@ -111,7 +148,9 @@ class Finding:
     outside torch, and the reader's own frame when that one is in a library. ``step`` is the doctor
     step that met it; ``exception`` the raw exception, when there was one, and ``exception_name`` its
     qualified class name (kept when a finding comes back from a step run in a child process, whose
-    exceptions stay there).
+    exceptions stay there). ``strength`` says how the cause was established (`STRENGTHS`) and
+    ``basis`` how, in a sentence; ``related`` lists pages about similar errors for a finding the
+    catalog does not know (read as related, not as the cause).
     """
 
     kind: str
@@ -122,25 +161,55 @@ class Finding:
     step: str
     exception: BaseException | None = field(default=None, repr=False)
     exception_name: str | None = field(default=None, repr=False)
+    strength: str = EVIDENCE
+    basis: str = ""
+    related: list[str] = field(default_factory=list)
 
     def __post_init__(self):
+        if self.strength not in STRENGTHS:
+            raise ValueError(f"unknown strength {self.strength!r}; one of {', '.join(STRENGTHS)}")
         if self.exception is not None and self.exception_name is None:
             kind = type(self.exception)
             self.exception_name = f"{kind.__module__}.{kind.__qualname__}"
 
     def without_exception(self) -> Finding:
         """A copy that can cross a process boundary: the exception's name stays, the object does not."""
-        return replace(self, exception=None, evidence=list(self.evidence))
+        return replace(self, exception=None, evidence=list(self.evidence), related=list(self.related))
 
     @classmethod
     def from_entry(
-        cls, entry: catalog.Entry, evidence: list[str], step: str, exception: BaseException | None = None
+        cls,
+        entry: catalog.Entry,
+        evidence: list[str],
+        step: str,
+        exception: BaseException | None = None,
+        *,
+        strength: str = EVIDENCE,
+        basis: str = "",
     ) -> Finding:
-        return cls(entry.id, entry.title, entry.docname, entry.fix, evidence, step, exception)
+        """A finding of `entry`; by default one a check of the doctor saw (`EVIDENCE`)."""
+        basis = basis or (f"seen by the doctor's `{step}` check" if strength == EVIDENCE else "")
+        return cls(
+            entry.id,
+            entry.title,
+            entry.docname,
+            entry.fix,
+            evidence,
+            step,
+            exception,
+            strength=strength,
+            basis=basis,
+        )
 
-    def reclassify(self, entry: catalog.Entry) -> None:
+    def reclassify(self, entry: catalog.Entry, *, strength: str, basis: str) -> None:
         """Send this finding to `entry` instead: evidence showed another cause behind the same message."""
         self.kind, self.title, self.page, self.fix = entry.id, entry.title, entry.docname, entry.fix
+        self.strength, self.basis = strength, basis
+
+    def strengthen(self, strength: str, basis: str) -> None:
+        """Record a stronger way the finding's cause was established (a weaker one changes nothing)."""
+        if STRENGTHS.index(strength) < STRENGTHS.index(self.strength):
+            self.strength, self.basis = strength, basis
 
     @classmethod
     def unclassified(
@@ -150,8 +219,21 @@ class Finding:
         step: str,
         exception: BaseException | None = None,
         fix: str = GENERIC_FIX,
+        related: list[str] | None = None,
     ) -> Finding:
-        return cls(UNCLASSIFIED, title, toc.docname(catalog.PLAYBOOK_PAGE), fix, evidence, step, exception)
+        """A problem no entry of the catalog describes: the playbook's generic steps, no cause named."""
+        return cls(
+            UNCLASSIFIED,
+            title,
+            toc.docname(catalog.PLAYBOOK_PAGE),
+            fix,
+            evidence,
+            step,
+            exception,
+            strength=NOT_IN_CATALOG,
+            basis="no entry of the book's catalog matches it; the facts above are for a search or a report",
+            related=list(related or []),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +244,9 @@ class Finding:
             "evidence": self.evidence,
             "step": self.step,
             "exception": self.exception_name,
+            "strength": self.strength,
+            "basis": self.basis,
+            "related": self.related,
         }
 
 
@@ -209,7 +294,14 @@ class Report:
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
-        self.findings.sort(key=lambda f: _RANK.get(f.step, len(_RANK)))
+        self.order()
+
+    def order(self) -> None:
+        """A confirmed cause first, then causes shown by evidence, then the unproven (a message's
+        match, or what the catalog does not know), then symptoms; within each, most fundamental
+        first (`_RANK`): an export error the catalog does not know goes before what draft_export
+        met after it."""
+        self.findings.sort(key=_order_key)
 
     def fold_symptoms(self) -> None:
         """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it."""
@@ -237,8 +329,11 @@ class Report:
         for number, finding in enumerate(self.findings, 1):
             out.append(f"{number}. [{finding.kind}] {finding.title}")
             out += [f"   {line}" for line in finding.evidence]
+            out.append(f"   {finding.strength}: {_plain(finding.basis)}")
             out.append(f"   fix: {_plain(finding.fix)}")
             out.append(f"   read: {finding.page}")
+            if finding.related:
+                out.append(f"   related (not the cause): {', '.join(finding.related)}")
             out.append("")
         if self.notes:
             out.append("Notes:")
@@ -270,9 +365,13 @@ class Report:
         for number, finding in enumerate(self.findings, 1):
             out.append(f"{number}. `{finding.kind}`: **{_escape(finding.title)}**")
             out += [f"   - {_code(line)}" for line in finding.evidence]
+            out.append(f"   - *{finding.strength}*: {_escape(finding.basis)}")
             out.append(f"   - fix: {finding.fix}")
             # A path from the book's root: a link on the built site, and in Jupyter started at the root.
             out.append(f"   - read: [{finding.page}](/{finding.page}.md)")
+            if finding.related:
+                links = ", ".join(f"[{page}](/{page}.md)" for page in finding.related)
+                out.append(f"   - related, not the cause: {links}")
         if self.notes:
             out += ["", "Notes:", ""] + [f"- {note}" for note in self.notes]
         out += ["", "Steps:", "", "```text", *self._step_lines(), "```"]
@@ -292,6 +391,16 @@ class Report:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.as_dict(), **({"indent": 2} | kwargs))
+
+
+# Where a finding goes: a confirmed cause, then one with evidence, then the rest (a message's match and
+# what the catalog does not know are equally unproven), then symptoms.
+_PLACE = {CONFIRMED: 0, EVIDENCE: 1, MESSAGE_ONLY: 2, NOT_IN_CATALOG: 2}
+
+
+def _order_key(finding: Finding) -> tuple[int, int]:
+    place = 3 if finding.kind in SYMPTOMS else _PLACE[finding.strength]
+    return place, _RANK.get(finding.step, len(_RANK))
 
 
 def _plain(markdown: str) -> str:

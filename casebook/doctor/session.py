@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from .. import catalog
 from ..introspect import suggested_fixes
 from .frames import error_frames, where_lines
-from .report import Finding, Report, Step
+from .report import MESSAGE_ONLY, MESSAGE_ONLY_BASIS, NOT_IN_CATALOG_TITLE, Finding, Report, Step
 
 NO_PROGRAM = "no exported program: fix the findings above first"
 _NOT_RUN = object()  # `example_output` before the program ran (None is an output a model may return)
@@ -81,9 +81,12 @@ class Session:
         if context:
             evidence[0] = f"{context} {evidence[0]}"
         if entry is None:
-            title = f"{catalog.STAGES[stage]} raised {type(error).__name__}"
-            return Finding.unclassified(title, evidence, step, error)
-        return Finding.from_entry(entry, evidence, step, error)
+            title = f"{NOT_IN_CATALOG_TITLE}: {catalog.STAGES[stage]} raised {type(error).__name__}"
+            related = [item.docname for item in catalog.related(error, stage)]
+            return Finding.unclassified(title, evidence, step, error, related=related)
+        return Finding.from_entry(
+            entry, evidence, step, error, strength=MESSAGE_ONLY, basis=MESSAGE_ONLY_BASIS
+        )
 
     def add(self, finding: Finding) -> None:
         """Add a finding; a second one of the same kind from the same step joins the first's evidence."""
