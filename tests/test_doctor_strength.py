@@ -9,6 +9,7 @@ one that only shows up in the message.
 
 import pytest
 import torch
+from doctor_cases import REPRODUCTIONS
 from torch import nn
 from torch.export import Dim
 
@@ -178,3 +179,17 @@ def test_an_unknown_strength_is_refused_with_the_ones_there_are():
     with pytest.raises(ValueError, match="unknown strength 'sure'; one of confirmed, evidence"):
         Finding("k", "t", "p", "f", [], "export", strength="sure")
     assert STRENGTHS[0] == CONFIRMED
+
+
+@pytest.mark.parametrize("entry_id", ["skipped-function", "tolist-float"])
+def test_a_strict_export_problem_that_non_strict_export_passes_is_confirmed(entry_id):
+    report = diagnose(**REPRODUCTIONS[entry_id]())
+    first = report.findings[0]
+    assert (first.kind, first.strength) == (entry_id, CONFIRMED), str(report)
+    assert first.basis.startswith("non-strict export of the same model passes")
+
+
+def test_a_device_baked_in_that_move_to_device_pass_cures_is_confirmed():
+    report = diagnose(**REPRODUCTIONS["device-baked"]())
+    found = next(finding for finding in report.findings if finding.kind == "device-baked")
+    assert found.strength == CONFIRMED and "move_to_device_pass" in found.basis, str(report)

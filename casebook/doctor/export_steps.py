@@ -12,7 +12,7 @@ from .branches import BranchSite, flag_spy
 from .confirm import CONSTRAINT_ENTRIES, confirm_with_suggested_fixes
 from .frames import Frame, draft_frames, error_frames
 from .provenance import SIZES, VALUES, observer_behind, origin_at, origin_in_failed_trace
-from .report import EVIDENCE, MESSAGE_ONLY, Finding
+from .report import CONFIRMED, EVIDENCE, MESSAGE_ONLY, Finding
 from .session import Session, first_line
 
 # Evidence lists are for reading: beyond this many extra sites, say how many more there are.
@@ -119,7 +119,17 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
                 )
             return None
     session.report.notes.append(f"{mode} export succeeds: the checks below use the {mode} program")
+    if finding is not None and _fixed_by_non_strict(finding) and not strict:
+        finding.strengthen(CONFIRMED, "non-strict export of the same model passes, as this entry's fix says")
     return program
+
+
+def _fixed_by_non_strict(finding: Finding) -> bool:
+    """A strict-export problem whose fix is to export non-strict (a skipped function, `.tolist()`)."""
+    if finding.kind not in catalog.BY_ID:
+        return False
+    entry = catalog.entry(finding.kind)
+    return entry.stages == ("strict",) and "non-strict" in entry.fix
 
 
 def run_draft(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding) -> None:

@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from .. import catalog
 from .program_steps import run_on_copies
-from .report import Finding
+from .report import CONFIRMED, EVIDENCE, Finding
 from .session import Session, first_line
 
 STEP = "another device"
@@ -105,11 +105,16 @@ def check_device(session: Session, program, args: tuple, kwargs: dict, device: s
         try:
             run_on_copies(move_to_device_pass(_copy_of(program), run_on).module(), moved_args, moved_kwargs)
             fixed = "move_to_device_pass(program, device) runs on the same inputs"
+            strength, basis = (
+                CONFIRMED,
+                f"this entry's fix, `move_to_device_pass`, made the program run on {where}",
+            )
         except Exception as error:  # the pass did not help: only a device message can still decide
             if not DEVICE_MISMATCH.search(str(moved_error)):
                 record.detail = f"not decided on {where}: the program raised {first_line(moved_error)}"
                 return
             fixed = f"move_to_device_pass(program, device) raised too: {first_line(error)}"
+            strength, basis = EVIDENCE, "the program raised a device mismatch once moved with `.to()`"
         record.outcome = "failed"
         baked = pinned_tensors(program)
         record.detail = f"moved with .to(), the program raised on {where}"
@@ -119,4 +124,8 @@ def check_device(session: Session, program, args: tuple, kwargs: dict, device: s
         *([f"... and {len(baked) - MAX_SHOWN} more"] if len(baked) > MAX_SHOWN else []),
         fixed,
     ]
-    session.add(Finding.from_entry(catalog.entry("device-baked"), evidence, STEP, moved_error))
+    session.add(
+        Finding.from_entry(
+            catalog.entry("device-baked"), evidence, STEP, moved_error, strength=strength, basis=basis
+        )
+    )
