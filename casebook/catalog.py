@@ -369,11 +369,16 @@ ENTRIES: tuple[Entry, ...] = (
         group="pytrees",
         title="A pytree node has no serialization name",
         message="No registered serialization name for",
+        # a NamedTuple of one's own says it in other words (pytorch/pytorch#109460)
+        pattern=r"No registered serialization name for|Can't serialize TreeSpec of namedtuple class",
         raised_as="`NotImplementedError` from `torch.export.save`",
         exceptions=("NotImplementedError",),
         stages=("save-load",),
-        means="a pytree node was registered without `serialized_type_name`, so the program cannot be saved",
-        fix="register it with `serialized_type_name` (`register_pytree_node(..., serialized_type_name=...)`)",
+        means="a pytree node was registered without `serialized_type_name`, or the output is a `NamedTuple` "
+        "of one's own, which has none: the program cannot be saved",
+        fix="register it with `serialized_type_name` (`register_pytree_node(..., serialized_type_name=...)`; "
+        "for a `NamedTuple`, `torch.utils._pytree._register_namedtuple(cls, serialized_type_name=...)`), "
+        "in every process that saves or loads it",
         page="pytree_outputs",
     ),
     # ---------------------------------------------------------------- code export rejects

@@ -1154,7 +1154,6 @@ UNSEEN: dict[str, Unseen] = {
         "pytorch/pytorch#109460",
         "pytree-serialization-name",
         lambda: dict(model=ReturnsNamedTuple(), args=(torch.rand(3, 6),)),
-        missed="no cause named: an unclassified finding",
     ),
     "cond-branch-returns-operand": Unseen(
         "pytorch/pytorch#141259",

@@ -193,3 +193,37 @@ def test_a_device_baked_in_that_move_to_device_pass_cures_is_confirmed():
     report = diagnose(**REPRODUCTIONS["device-baked"]())
     found = next(finding for finding in report.findings if finding.kind == "device-baked")
     assert found.strength == CONFIRMED and "move_to_device_pass" in found.basis, str(report)
+
+
+class TopClass(nn.Module):
+    """Returns `topk` as it is: a structseq torch registers with no serialization name."""
+
+    def forward(self, x):
+        return x.softmax(-1).topk(2)
+
+
+def test_a_program_that_saves_once_its_named_tuple_is_named_is_confirmed_and_nothing_stays_registered():
+    from typing import NamedTuple
+
+    from torch.utils import _pytree as pytree
+
+    class Pair(NamedTuple):
+        first: torch.Tensor
+        second: torch.Tensor
+
+    class ReturnsPair(nn.Module):
+        def forward(self, x):
+            return Pair(x + 1, x * 2)
+
+    report = diagnose(ReturnsPair(), (torch.randn(2, 3),))
+    first = report.findings[0]
+    assert (first.kind, first.strength) == ("pytree-serialization-name", CONFIRMED), str(report)
+    assert any("test_doctor_strength" in line and "Pair" in line for line in first.evidence)
+    assert Pair not in pytree.SUPPORTED_SERIALIZED_TYPES  # registered in a child process only
+
+
+def test_a_structseq_torch_registered_without_a_name_is_named_as_evidence():
+    report = diagnose(TopClass(), (torch.randn(2, 5),))
+    first = report.findings[0]
+    assert (first.kind, first.strength) == ("structseq-output", EVIDENCE), str(report)
+    assert any("torch.return_types.topk" in line for line in first.evidence)

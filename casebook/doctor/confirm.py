@@ -88,3 +88,91 @@ def _confirmed(finding: Finding, applied: list[str]) -> None:
     else:
         finding.strengthen(CONFIRMED, basis)
     finding.evidence.append(f"export passes with: {'; '.join(applied)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# A program that does not save for want of a serialization name
+# --------------------------------------------------------------------------------------------------
+
+NO_NAME = "NO_SERIALIZED_TYPE_NAME_FOUND"  # what torch records for a node registered without a name
+SAVE_TIME_LIMIT_S = 120
+# The entries of a save refused for want of a name: a class of one's own, or a structseq of torch's.
+UNNAMED_CLASS_ENTRIES = frozenset({"pytree-serialization-name", "structseq-output"})
+
+
+def unnamed_classes(program) -> list[type]:
+    """The classes in the program's input and output structure that have no serialization name: a
+    `NamedTuple` never registered with one, a pytree node registered without one."""
+    import collections
+
+    from torch.utils import _pytree as pytree
+
+    found: list[type] = []
+
+    def walk(spec) -> None:
+        if spec.type is collections.namedtuple:  # a named tuple's spec keeps its class as the context
+            if spec.context not in pytree.SUPPORTED_SERIALIZED_TYPES:
+                found.append(spec.context)
+        else:
+            named = pytree.SUPPORTED_SERIALIZED_TYPES.get(spec.type)
+            if named is not None and named.serialized_type_name == NO_NAME:
+                found.append(spec.type)
+        for child in spec.children():
+            walk(child)
+
+    walk(program.call_spec.in_spec)
+    walk(program.call_spec.out_spec)
+    return list(dict.fromkeys(found))
+
+
+def confirm_serialization_name(finding: Finding, program) -> None:
+    """Name the structure's unnamed classes and save again. Registrations are global, so it happens in
+    a forked child; only named tuples are registered (a node registered without a name would have to
+    be registered again with its functions, which is the reader's to do), so a program with other
+    unnamed classes keeps the classes as evidence."""
+    from ..isolation import run_forked
+
+    if finding.kind not in UNNAMED_CLASS_ENTRIES:
+        return
+    classes = unnamed_classes(program)
+    if not classes:
+        return
+    names = ", ".join(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
+    finding.evidence.append(
+        f"the program's inputs and outputs hold classes with no serialization name: {names}"
+    )
+    finding.strengthen(EVIDENCE, "the program's input and output structure holds the unnamed classes listed")
+    if not all(_is_named_tuple(cls) for cls in classes):
+        return
+    forked = run_forked(lambda: _register_and_save(classes, program), timeout_s=SAVE_TIME_LIMIT_S)
+    if forked.ok:
+        finding.strengthen(
+            CONFIRMED,
+            "with each named tuple registered by `_register_namedtuple(cls, serialized_type_name=...)` "
+            "(in a child process), the program saved and loaded",
+        )
+    else:
+        finding.evidence.append(
+            f"registered with a name, the program still does not save: {forked.describe()}"
+        )
+
+
+def _is_named_tuple(cls: type) -> bool:
+    from torch.utils import _pytree as pytree
+
+    return pytree.is_namedtuple_class(cls)
+
+
+def _register_and_save(classes: list[type], program) -> bool:
+    import io
+
+    import torch
+    from torch.utils import _pytree as pytree
+
+    for cls in classes:
+        pytree._register_namedtuple(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    buffer.seek(0)
+    torch.export.load(buffer)
+    return True

@@ -16,6 +16,7 @@ from .. import catalog
 from ..introspect import symbol_range
 from ..parity import compare_outputs
 from . import engine_traps
+from .confirm import confirm_serialization_name
 from .frames import draft_frames
 from .program_shapes import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding
@@ -198,7 +199,9 @@ def check_save_load(session: Session, program, args, kwargs) -> None:
             loaded = torch.export.load(buffer)
         except Exception as error:
             record.outcome = "failed"
-            session.add(session.classified(error, "save-load", "save-load"))
+            finding = session.classified(error, "save-load", "save-load")
+            confirm_serialization_name(finding, program)
+            session.add(finding)
             return
         if not session.ran_clean:
             record.detail = "saved and loaded; not run, the program already failed on the example"
