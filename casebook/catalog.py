@@ -241,15 +241,19 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         id="dynamic-shapes-spec-mismatch",
         group="dynamic-dims",
-        title="The `dynamic_shapes` dict does not name every input",
+        title="The `dynamic_shapes` structure does not mirror the inputs",
         message="its top-level keys must be the arg names",
+        # a tuple nested once too deep reads as one tensor's spec of the wrong length
+        pattern=r"its top-level keys must be the arg names|"
+        r"Expected dynamic shape spec .* to have the same length as the actual tensor shape",
         raised_as="`torch._dynamo.exc.UserError`, before any tracing",
         exceptions=(USER_ERROR,),
         stages=("export", "strict"),
         means="`dynamic_shapes` mirrors the inputs: a dict must have one key per argument of `forward`, "
-        "including arguments with no dynamic dimension",
+        "including arguments with no dynamic dimension; a tuple has one entry per argument, each the "
+        "tensor's own spec (a dict or a tuple as long as its shape), not nested once more",
         fix='name every argument, `None` for those with no dynamic dimension (`{"x": {0: batch}, '
-        '"weights": None}`), or give a tuple in argument order',
+        '"weights": None}`), or give a tuple in argument order, one level deep (`({0: batch},)`)',
         page="static_shapes_and_dynamic_dims",
     ),
     Entry(
@@ -413,11 +417,14 @@ ENTRIES: tuple[Entry, ...] = (
         group="code",
         title="`forward` calls a function TorchDynamo skips (strict export)",
         message="Attempted to call function marked as skipped",
+        # a C function or method Dynamo has no rule for (`datetime.datetime.now()`) says it in other words
+        pattern=r"Attempted to call function marked as skipped|"
+        r"Dynamo does not know how to trace (?:method|function|the builtin)",
         raised_as="`torch._dynamo.exc.Unsupported` (strict export)",
         exceptions=(UNSUPPORTED,),
         stages=("strict",),
-        means="`forward` calls Python introspection (`inspect.stack()`) or another function Dynamo "
-        "does not trace",
+        means="`forward` calls Python introspection (`inspect.stack()`), a C function or method Dynamo "
+        "has no rule for (`datetime.datetime.now()`), or another function Dynamo does not trace",
         fix="remove it from `forward`, or export non-strict (which runs it once and bakes its result in)",
         page="graph_breaks",
     ),
@@ -624,7 +631,9 @@ ENTRIES: tuple[Entry, ...] = (
         group="running",
         title="An input size differs from the size the program was exported with",
         message="Guard failed: x.size()[0] == 2",
-        pattern=r"Guard failed: .*\.size\(\)\[\d+\]",
+        # a size held to a number (`== 2`, `<= 16`, `% 8 == 0`); a relation between two inputs' sizes
+        # (`sym_max(x.size()[1], y.size()[1]) == x.size()[1]`: a branch taken for the example) is not this
+        pattern=r"(?m)Guard failed: .*\.size\(\)\[\d+\].* (?:==|!=|<=|>=|<|>) -?\d+(?:\.\d+)?$",
         raised_as="`AssertionError` when the exported program runs",
         exceptions=("AssertionError",),
         stages=("run",),
@@ -637,7 +646,7 @@ ENTRIES: tuple[Entry, ...] = (
         group="running",
         title="A Python argument was baked in at export",
         message="Guard failed: multimask_output == False",
-        pattern=r"Guard failed: ",
+        pattern=r"Guard failed: (?![^\n]*\.size\(\))[^\n]* == ",  # a value held to the example's, not a size
         raised_as="`AssertionError` when the exported program runs",
         exceptions=("AssertionError",),
         stages=("run",),

@@ -1068,7 +1068,6 @@ UNSEEN: dict[str, Unseen] = {
             args=(torch.randn(2, 3, 64, 64),),
             dynamic_shapes=(({0: Dim("batch")},),),
         ),
-        missed="no cause named: an unclassified finding",
     ),
     "height-against-fixed-pos-embed": Unseen(
         "meta-pytorch/segment-anything-fast#109",
@@ -1125,7 +1124,6 @@ UNSEEN: dict[str, Unseen] = {
             dynamic_shapes=({0: _DYN, 1: _DYN}, {0: _DYN, 1: _DYN}),
             check_inputs=[(torch.arange(4).reshape(2, 2), torch.arange(9).reshape(3, 3))],
         ),
-        missed="wrong page: static-dim-guard",
     ),
     # added with issue 50: in-place writes and state, saving and loading, control-flow operators
     "buffer-state-multiplied-in-place": Unseen(
@@ -1195,7 +1193,6 @@ UNSEEN: dict[str, Unseen] = {
         "pytorch/pytorch#125171",
         "skipped-function",
         lambda: dict(model=SecondOfNow(), args=(torch.randn(2, 3),), strict=True),
-        missed="no cause named: an unclassified finding",
     ),
     "closure-norm-stats-mutated": Unseen(
         "pytorch/pytorch#197096",

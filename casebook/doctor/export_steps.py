@@ -120,7 +120,11 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
             return None
     session.report.notes.append(f"{mode} export succeeds: the checks below use the {mode} program")
     if finding is not None and _fixed_by_non_strict(finding) and not strict:
-        finding.strengthen(CONFIRMED, "non-strict export of the same model passes, as this entry's fix says")
+        finding.strengthen(
+            CONFIRMED,
+            "non-strict export of the same model passes: the cause is a call only strict export "
+            "cannot trace (non-strict runs it once, at export, and bakes its result in)",
+        )
     return program
 
 
