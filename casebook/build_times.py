@@ -2,8 +2,10 @@
 
 ``scripts/execute_pages.py`` executes the pages before the Sphinx build and records one `PageRun` per
 page in ``_build/page_times.json``. The build report renders them (`page_times_table`), and the
-build fails when a cell takes more than a third of the cell timeout (`over_budget`): a page that
-creeps towards its timeout fails there first, while there is still room to split or slim it.
+build fails when a cell costs more than a third of the cell timeout (`over_budget`): a page that
+creeps towards its timeout fails there first, while there is still room to split or slim it. A
+cell's cost is the smaller of its wall-clock and CPU seconds, so a neighbour that slows the
+machine does not fail the build.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class PageRun:
     # CPU time of the kernel and of the processes it waited for (engine builds, export processes);
     # None in records from before it was measured
     cpu_seconds: float | None = None
+    # per code cell, the CPU seconds of the kernel and its descendants while it ran; None in records
+    # from before it was measured
+    cell_cpu_seconds: list[float] | None = None
 
     @property
     def longest_cell(self) -> tuple[int, float]:
@@ -50,6 +55,26 @@ class PageRun:
             return -1, 0.0
         index = max(range(len(self.cell_seconds)), key=self.cell_seconds.__getitem__)
         return index, self.cell_seconds[index]
+
+    def cell_cost(self, index: int) -> float:
+        """What a code cell cost: the smaller of its wall-clock and its CPU seconds.
+
+        A neighbour on the machine (another page, the unit tests) stretches a cell's wall clock but
+        not its CPU time; a cell whose processes work in parallel uses more CPU seconds than wall
+        seconds, and there the wall clock is what it cost. Without CPU seconds recorded, the wall clock.
+        """
+        wall = self.cell_seconds[index]
+        if self.cell_cpu_seconds is None or index >= len(self.cell_cpu_seconds):
+            return wall
+        return min(wall, self.cell_cpu_seconds[index])
+
+    @property
+    def costliest_cell(self) -> tuple[int, float]:
+        """(index among the code cells, cost) of the cell that cost most (`cell_cost`); (-1, 0.0) without any."""
+        if not self.cell_seconds:
+            return -1, 0.0
+        index = max(range(len(self.cell_seconds)), key=self.cell_cost)
+        return index, self.cell_cost(index)
 
 
 def load_page_times(path: Path = PAGE_TIMES) -> dict[str, PageRun]:
@@ -67,36 +92,49 @@ def save_page_times(times: dict[str, PageRun], path: Path = PAGE_TIMES) -> None:
 
 
 def over_budget(times: dict[str, PageRun]) -> list[str]:
-    """A line for each page whose longest cell took more than CELL_SHARE of its cell timeout."""
+    """A line for each page whose costliest cell cost more than CELL_SHARE of its cell timeout.
+
+    A cell's cost is the smaller of its wall-clock and CPU seconds (`PageRun.cell_cost`), so a busy
+    machine slows the build without failing it; the wall-clock timeout stays the hard stop.
+    """
     lines = []
     for name, run in sorted(times.items()):
-        index, seconds = run.longest_cell
+        index, cost = run.costliest_cell
         limit = run.timeout * CELL_SHARE
-        if seconds > limit:
+        if cost > limit:
+            wall = run.cell_seconds[index]
+            measured = (
+                f"{wall:.0f} s of wall clock and {run.cell_cpu_seconds[index]:.0f} CPU seconds"
+                if run.cell_cpu_seconds is not None and index < len(run.cell_cpu_seconds)
+                else f"{wall:.0f} s (no CPU seconds recorded)"
+            )
             lines.append(
-                f"{name}: code cell {index + 1} took {seconds:.0f} s, more than a third of the "
-                f"{run.timeout:.0f} s cell timeout ({limit:.0f} s)"
+                f"{name}: code cell {index + 1} cost {cost:.0f} s ({measured}), more than a third "
+                f"of the {run.timeout:.0f} s cell timeout ({limit:.0f} s)"
             )
     return lines
 
 
 def page_times_table(times: dict[str, PageRun]):
-    """One row per page, slowest first: total seconds, CPU seconds, the longest cell and its share of
-    the timeout."""
+    """One row per page, slowest first: total seconds, CPU seconds, the cell that cost most (its wall
+    clock, its CPU seconds) and the share of the timeout its cost is (`PageRun.cell_cost`)."""
     import pandas as pd
 
     rows = []
     for name, run in times.items():
-        index, seconds = run.longest_cell
+        index, cost = run.costliest_cell
+        known_cpu = index >= 0 and run.cell_cpu_seconds is not None and index < len(run.cell_cpu_seconds)
         rows.append(
             {
                 "page": name,
                 "seconds": round(run.seconds),
                 "CPU seconds": "" if run.cpu_seconds is None else round(run.cpu_seconds),
-                "longest cell": f"code cell {index + 1}" if index >= 0 else "",
-                "its seconds": round(seconds),
+                "costliest cell": f"code cell {index + 1}" if index >= 0 else "",
+                "its seconds": round(run.cell_seconds[index]) if index >= 0 else 0,
+                "its CPU seconds": round(run.cell_cpu_seconds[index]) if known_cpu else "",
+                "its cost (s)": round(cost),
                 "cell timeout (s)": round(run.timeout),
-                "share of the timeout": f"{seconds / run.timeout:.0%}",
+                "share of the timeout": f"{cost / run.timeout:.0%}",
                 "pages at once": run.jobs,
                 "OpenMP wait": run.openmp_wait or "",
                 "finished (UTC)": run.finished,

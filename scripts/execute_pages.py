@@ -14,8 +14,10 @@ Sphinx then finds every page in the cache and executes nothing. Two details:
 
 - **Cell timings.** Every cell's duration, and each page's CPU seconds, are recorded in
   ``_build/page_times.json``, which the build report renders.
-- **No cell near its timeout.** If any page's longest cell took more than a third of its cell
-  timeout, the build fails. The timeout is ``execute.timeout`` in ``_config.yml``, unless the page
+- **No cell near its timeout.** If any page's costliest cell cost more than a third of its cell
+  timeout, the build fails. A cell's cost is the smaller of its wall-clock and CPU seconds (the
+  kernel's and its descendants', `CellCpuClock`), so a neighbour that slows the machine does not
+  fail the build; the wall-clock timeout stays the hard stop. The timeout is ``execute.timeout`` in ``_config.yml``, unless the page
   sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
   timeout fails here first, while there is still room to split or slim it.
 
@@ -41,6 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from casebook import REPO_ROOT, toc
 from casebook.build_records import PAGE_ENV, engine_log_path, share_cores
 from casebook.build_times import (
@@ -52,6 +56,7 @@ from casebook.build_times import (
     recorded_runs_path,
     save_page_times,
 )
+from casebook.cpu_time import process_tree_cpu_seconds
 
 # Pages whose outputs describe the build itself, by page name: executed after all others, on every build.
 RUN_LAST = (BUILD_REPORT_PAGE,)
@@ -189,9 +194,9 @@ def kernel_settings(socket_dir: str):
 
 def execute_notebook(
     notebook_json: str, cwd: str, timeout: int, allow_errors: bool, page: str = ""
-) -> tuple[str, float, list[float], str | None, float, float]:
+) -> tuple[str, float, list[float], str | None, float, float, list[float]]:
     """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its
-    error, its cell timeout and its CPU seconds.
+    error, its cell timeout, its CPU seconds and its cells' CPU seconds.
 
     The CPU seconds are the kernel's, a child of this worker, read once it has ended; they include
     the processes the kernel waited for (engine-build workers, export processes).
@@ -202,7 +207,7 @@ def execute_notebook(
     the records of its previous execution are dropped first.
     """
     import nbformat
-    from nbclient import execute
+    from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, DeadKernelError
 
     if page:
@@ -214,26 +219,75 @@ def execute_notebook(
     start = time.perf_counter()
     cpu_before = children_cpu_seconds()
     error = None
+    clock = CellCpuClock()
     try:
         with tempfile.TemporaryDirectory(prefix="casebook-kernel-") as socket_dir:
-            execute(
+            client = NotebookClient(
                 notebook,
-                cwd=cwd,
+                resources={"metadata": {"path": cwd}},
                 timeout=timeout,
                 allow_errors=settings.get("allow_errors", allow_errors),
                 record_timing=True,
                 config=kernel_settings(socket_dir),
             )
+            clock.attach(client)
+            client.execute()
     except (CellControlSignal, DeadKernelError, TimeoutError) as exc:  # a raising cell, a timeout, a crash
         error = f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start
     cpu_seconds = children_cpu_seconds() - cpu_before
-    cell_seconds = []
-    for cell in notebook.cells:
+    cell_seconds, cell_cpu_seconds = [], []
+    for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
             cell_seconds.append(round(_cell_seconds(cell), 2))
+            cell_cpu_seconds.append(round(clock.seconds.get(index, 0.0), 2))
             cell.metadata.pop("execution", None)
-    return nbformat.writes(notebook), round(seconds, 2), cell_seconds, error, timeout, round(cpu_seconds, 1)
+    return (
+        nbformat.writes(notebook),
+        round(seconds, 2),
+        cell_seconds,
+        error,
+        timeout,
+        round(cpu_seconds, 1),
+        cell_cpu_seconds,
+    )
+
+
+class CellCpuClock:
+    """Each cell's CPU seconds: the kernel's and its descendants', read before and after the cell.
+
+    A neighbour on the machine stretches a cell's wall-clock time but not the CPU it uses, so the
+    build's cell-time rule can judge what the cell itself costs (`casebook.build_times.over_budget`).
+    """
+
+    def __init__(self):
+        self.seconds: dict[int, float] = {}  # by the cell's index in the notebook
+        self._client = None
+        self._before: float | None = None
+
+    def attach(self, client) -> None:
+        self._client = client
+        client.on_cell_execute = self._start
+        client.on_cell_executed = self._stop
+
+    def _kernel_cpu(self) -> float | None:
+        km = self._client.km if self._client is not None else None
+        pid = getattr(getattr(km, "provisioner", None), "pid", None)
+        if pid is None:
+            return None
+        try:
+            return process_tree_cpu_seconds(pid)
+        except psutil.NoSuchProcess:  # the kernel died: nbclient reports that as the page's error
+            return None
+
+    def _start(self, cell, cell_index):
+        self._before = self._kernel_cpu()
+
+    def _stop(self, cell, cell_index, execute_reply):
+        after = self._kernel_cpu()
+        if self._before is not None and after is not None:
+            self.seconds[cell_index] = after - self._before
+        self._before = None
 
 
 def schedule(
@@ -347,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             for future in done:
                 page = running.pop(future)
                 try:
-                    executed, seconds, cell_seconds, error, timeout, cpu_seconds = future.result()
+                    executed, seconds, cell_seconds, error, timeout, cpu_seconds, cell_cpu = future.result()
                 except concurrent.futures.process.BrokenProcessPool as exc:
                     # The worker itself died (killed for memory, say): no page after it can run.
                     raise SystemExit(
@@ -363,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
                     timeout=timeout,
                     openmp_wait=openmp_wait,
                     cpu_seconds=cpu_seconds,
+                    cell_cpu_seconds=cell_cpu,
                 )
-                index, longest = run.longest_cell
+                index, cost = run.costliest_cell
                 elapsed = time.perf_counter() - started
                 if error is None:
                     record = cache.add_nb_to_project(str(page.path), read_data=MYST_NB_READ_FORMAT)
@@ -384,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                         page.path.touch()  # Sphinx re-reads a page only when its source is newer
                     print(
                         f"  done   {page.name}: {seconds:.0f} s, {cpu_seconds:.0f} CPU-s "
-                        f"(longest: code cell {index + 1}, {longest:.0f} s)"
+                        f"(costliest: code cell {index + 1}, {run.cell_seconds[index] if index >= 0 else 0:.0f} s, "
+                        f"{run.cell_cpu_seconds[index] if index >= 0 else 0:.0f} CPU-s)"
                         f"  [{elapsed / 60:.1f} min elapsed]",
                         flush=True,
                     )
