@@ -1158,6 +1158,14 @@ UNSEEN: dict[str, Unseen] = {
         "loop-aliasing",
         lambda: dict(model=CondReluIdentityBranch(), args=(torch.full((), -1.0, requires_grad=True),)),
     ),
+    "cond-operand-not-a-leaf": Unseen(
+        "pytorch/pytorch#141259",
+        "loop-aliasing",
+        # the report's own input: negated, so not a leaf of the autograd graph
+        lambda: dict(model=CondReluIdentityBranch(), args=(-torch.ones((), requires_grad=True),)),
+        missed="crash: the doctor's copy of the inputs (copy.deepcopy) refuses a tensor that is not a "
+        "graph leaf, and the doctor blames the model with DoctorUsageError",
+    ),
     "cond-branch-builds-tensor": Unseen(
         "pytorch/pytorch#180354",
         "unclassified",
