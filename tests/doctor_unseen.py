@@ -1135,8 +1135,6 @@ UNSEEN: dict[str, Unseen] = {
         "pytorch/pytorch#159623",
         "unclassified",
         lambda: dict(model=HalveWeightEachCall(), args=(torch.rand(4, 4),)),
-        missed="no cause named: from the same state the program matches eager, and the decomposed "
-        "program's leaf-Variable error needs autograd on, while the doctor runs programs under no_grad",
     ),
     "batchnorm-exported-in-training": Unseen(
         "microsoft/onnxscript#1791",
@@ -1163,8 +1161,6 @@ UNSEEN: dict[str, Unseen] = {
         "loop-aliasing",
         # the report's own input: negated, so not a leaf of the autograd graph
         lambda: dict(model=CondReluIdentityBranch(), args=(-torch.ones((), requires_grad=True),)),
-        missed="crash: the doctor's copy of the inputs (copy.deepcopy) refuses a tensor that is not a "
-        "graph leaf, and the doctor blames the model with DoctorUsageError",
     ),
     "cond-branch-builds-tensor": Unseen(
         "pytorch/pytorch#180354",

@@ -43,6 +43,7 @@ import torch
 from .. import catalog
 from ..isolation import Forked, run_forked, single_threaded
 from . import aoti_package, export_steps, fake_constants, isolated, other_device, program_steps
+from .copies import copy_inputs
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -326,7 +327,7 @@ def _eager_runs(
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
     try:
         with torch.no_grad():
-            return model(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            return model(*copy_inputs(args), **copy_inputs(kwargs))
     except Exception as error:
         if catalog.classify(error, "eager") is not None:
             raise _ExportErrorInEager(error) from error

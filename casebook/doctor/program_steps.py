@@ -3,7 +3,6 @@ runtime asserts, custom operators' fake kernels, and the TensorRT dry run."""
 
 from __future__ import annotations
 
-import copy
 import io
 import re
 
@@ -17,6 +16,7 @@ from ..introspect import symbol_range
 from ..parity import compare_outputs
 from . import engine_traps
 from .confirm import confirm_serialization_name
+from .copies import copy_inputs
 from .frames import draft_frames
 from .program_shapes import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding
@@ -30,7 +30,7 @@ _MISMATCH = re.compile(r"found mismatched tensor metadata: (.*?)(?: \(scroll up.
 def run_on_copies(function, args, kwargs):
     """Call `function` on copies of the inputs (a model may write into them), without autograd."""
     with torch.no_grad():
-        return function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        return function(*copy_inputs(args), **copy_inputs(kwargs))
 
 
 def _call(program, args, kwargs):
@@ -178,6 +178,26 @@ def check_decompositions(session: Session, program, args, kwargs) -> None:
                 session.add(session.classified(error, "check", "decompose", context=context))
         else:
             record.detail = "the decomposed program computes what the program computes on the example"
+            _run_with_autograd_on(session, record, decomposed, args, kwargs)
+
+
+def _run_with_autograd_on(session: Session, record, decomposed, args, kwargs) -> None:
+    """Run the decomposed program once more with autograd on, as a reader's call runs by default,
+    when it has parameters that require grad: an in-place write into one of them passes under
+    `torch.no_grad` (the doctor's other runs) and raises with autograd on."""
+    if not any(parameter.requires_grad for parameter in decomposed.parameters()):
+        return
+    try:
+        with torch.enable_grad():
+            decomposed.module()(*copy_inputs(args), **copy_inputs(kwargs))
+    except Exception as error:
+        record.outcome = "failed"
+        context = (
+            "the decomposed program fails with autograd on (a reader's default), where it ran under no_grad:"
+        )
+        session.add(session.classified(error, "run", "decompose", context=context))
+    else:
+        record.detail += ", and runs with autograd on"
 
 
 def _comparison_failed_on_the_example(session: Session) -> bool:
