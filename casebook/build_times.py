@@ -44,9 +44,9 @@ class PageRun:
     # CPU time of the kernel and of the processes it waited for (engine builds, export processes);
     # None in records from before it was measured
     cpu_seconds: float | None = None
-    # per code cell, the CPU seconds of the kernel and its descendants while it ran; None in records
-    # from before it was measured
-    cell_cpu_seconds: list[float] | None = None
+    # per code cell, the CPU seconds of the kernel and its descendants while it ran (None for a cell
+    # that was not measured: it timed out, its kernel died); None in records from before it was measured
+    cell_cpu_seconds: list[float | None] | None = None
 
     @property
     def longest_cell(self) -> tuple[int, float]:
@@ -56,6 +56,12 @@ class PageRun:
         index = max(range(len(self.cell_seconds)), key=self.cell_seconds.__getitem__)
         return index, self.cell_seconds[index]
 
+    def cell_cpu(self, index: int) -> float | None:
+        """A code cell's CPU seconds; None where they were not measured."""
+        if self.cell_cpu_seconds is None or index >= len(self.cell_cpu_seconds):
+            return None
+        return self.cell_cpu_seconds[index]
+
     def cell_cost(self, index: int) -> float:
         """What a code cell cost: the smaller of its wall-clock and its CPU seconds.
 
@@ -63,10 +69,8 @@ class PageRun:
         not its CPU time; a cell whose processes work in parallel uses more CPU seconds than wall
         seconds, and there the wall clock is what it cost. Without CPU seconds recorded, the wall clock.
         """
-        wall = self.cell_seconds[index]
-        if self.cell_cpu_seconds is None or index >= len(self.cell_cpu_seconds):
-            return wall
-        return min(wall, self.cell_cpu_seconds[index])
+        wall, cpu = self.cell_seconds[index], self.cell_cpu(index)
+        return wall if cpu is None else min(wall, cpu)
 
     @property
     def costliest_cell(self) -> tuple[int, float]:
@@ -102,11 +106,11 @@ def over_budget(times: dict[str, PageRun]) -> list[str]:
         index, cost = run.costliest_cell
         limit = run.timeout * CELL_SHARE
         if cost > limit:
-            wall = run.cell_seconds[index]
+            wall, cpu = run.cell_seconds[index], run.cell_cpu(index)
             measured = (
-                f"{wall:.0f} s of wall clock and {run.cell_cpu_seconds[index]:.0f} CPU seconds"
-                if run.cell_cpu_seconds is not None and index < len(run.cell_cpu_seconds)
-                else f"{wall:.0f} s (no CPU seconds recorded)"
+                f"{wall:.0f} s (no CPU seconds recorded)"
+                if cpu is None
+                else f"{wall:.0f} s of wall clock and {cpu:.0f} CPU seconds"
             )
             lines.append(
                 f"{name}: code cell {index + 1} cost {cost:.0f} s ({measured}), more than a third "
@@ -123,7 +127,7 @@ def page_times_table(times: dict[str, PageRun]):
     rows = []
     for name, run in times.items():
         index, cost = run.costliest_cell
-        known_cpu = index >= 0 and run.cell_cpu_seconds is not None and index < len(run.cell_cpu_seconds)
+        cpu = run.cell_cpu(index) if index >= 0 else None
         rows.append(
             {
                 "page": name,
@@ -131,7 +135,7 @@ def page_times_table(times: dict[str, PageRun]):
                 "CPU seconds": "" if run.cpu_seconds is None else round(run.cpu_seconds),
                 "costliest cell": f"code cell {index + 1}" if index >= 0 else "",
                 "its seconds": round(run.cell_seconds[index]) if index >= 0 else 0,
-                "its CPU seconds": round(run.cell_cpu_seconds[index]) if known_cpu else "",
+                "its CPU seconds": "" if cpu is None else round(cpu),
                 "its cost (s)": round(cost),
                 "cell timeout (s)": round(run.timeout),
                 "share of the timeout": f"{cost / run.timeout:.0%}",

@@ -17,8 +17,8 @@ Sphinx then finds every page in the cache and executes nothing. Two details:
 - **No cell near its timeout.** If any page's costliest cell cost more than a third of its cell
   timeout, the build fails. A cell's cost is the smaller of its wall-clock and CPU seconds (the
   kernel's and its descendants', `CellCpuClock`), so a neighbour that slows the machine does not
-  fail the build; the wall-clock timeout stays the hard stop. The timeout is ``execute.timeout`` in ``_config.yml``, unless the page
-  sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
+  fail the build; the wall-clock timeout stays the hard stop. The timeout is ``execute.timeout``
+  in ``_config.yml``, unless the page sets its own (``execution: timeout:`` in its front matter). A page that creeps towards its
   timeout fails here first, while there is still room to split or slim it.
 
 The build report (the page ``build_report``) shows those timings, so it executes last, after every
@@ -194,7 +194,7 @@ def kernel_settings(socket_dir: str):
 
 def execute_notebook(
     notebook_json: str, cwd: str, timeout: int, allow_errors: bool, page: str = ""
-) -> tuple[str, float, list[float], str | None, float, float, list[float]]:
+) -> tuple[str, float, list[float], str | None, float, float, list[float | None]]:
     """Execute one notebook (in a worker process); return it, its seconds, its cells' seconds, its
     error, its cell timeout, its CPU seconds and its cells' CPU seconds.
 
@@ -240,7 +240,8 @@ def execute_notebook(
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
             cell_seconds.append(round(_cell_seconds(cell), 2))
-            cell_cpu_seconds.append(round(clock.seconds.get(index, 0.0), 2))
+            measured = clock.seconds.get(index)  # None: not measured, and the wall clock counts
+            cell_cpu_seconds.append(None if measured is None else round(measured, 2))
             cell.metadata.pop("execution", None)
     return (
         nbformat.writes(notebook),
@@ -288,6 +289,14 @@ class CellCpuClock:
         if self._before is not None and after is not None:
             self.seconds[cell_index] = after - self._before
         self._before = None
+
+
+def _cell_times(run: PageRun, index: int) -> str:
+    """A code cell's wall-clock and CPU seconds, as the build log prints them."""
+    if index < 0:
+        return "no code cells"
+    cpu = run.cell_cpu(index)
+    return f"{run.cell_seconds[index]:.0f} s, " + ("CPU not measured" if cpu is None else f"{cpu:.0f} CPU-s")
 
 
 def schedule(
@@ -439,8 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                         page.path.touch()  # Sphinx re-reads a page only when its source is newer
                     print(
                         f"  done   {page.name}: {seconds:.0f} s, {cpu_seconds:.0f} CPU-s "
-                        f"(costliest: code cell {index + 1}, {run.cell_seconds[index] if index >= 0 else 0:.0f} s, "
-                        f"{run.cell_cpu_seconds[index] if index >= 0 else 0:.0f} CPU-s)"
+                        f"(costliest: code cell {index + 1}, {_cell_times(run, index)})"
                         f"  [{elapsed / 60:.1f} min elapsed]",
                         flush=True,
                     )

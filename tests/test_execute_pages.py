@@ -312,6 +312,14 @@ def test_a_cell_costs_the_smaller_of_its_wall_clock_and_its_cpu_seconds():
     ]
     run.cell_seconds[2] = 290.0
     assert over_budget({"p.md": run}) == []  # the stretched cell 2 does not fail the build
+    run.cell_cpu_seconds[1] = None  # not measured (it timed out, its kernel died): the wall clock counts
+    assert run.cell_cpu(1) is None and run.cell_cost(1) == 500.0
+    assert over_budget({"p.md": run}) == [
+        "p.md: code cell 2 cost 500 s (500 s (no CPU seconds recorded)), more than a third of the "
+        "900 s cell timeout (300 s)"
+    ]
+    assert execute_pages._cell_times(run, 1) == "500 s, CPU not measured"
+    assert execute_pages._cell_times(run, 2) == "290 s, 610 CPU-s"
 
 
 def test_page_times_round_trip_and_table(tmp_path):

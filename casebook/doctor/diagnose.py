@@ -43,7 +43,6 @@ import torch
 from .. import catalog
 from ..isolation import Forked, run_forked, single_threaded
 from . import aoti_package, export_steps, fake_constants, isolated, other_device, program_steps
-from .copies import copy_inputs
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -326,8 +325,7 @@ def _eager_runs(
 
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
     try:
-        with torch.no_grad():
-            return model(*copy_inputs(args), **copy_inputs(kwargs))
+        return program_steps.run_on_copies(model, args, kwargs)
     except Exception as error:
         if catalog.classify(error, "eager") is not None:
             raise _ExportErrorInEager(error) from error

@@ -27,9 +27,10 @@ MAX_NOTES = 6
 _MISMATCH = re.compile(r"found mismatched tensor metadata: (.*?)(?: \(scroll up.*)?$", re.S)
 
 
-def run_on_copies(function, args, kwargs):
-    """Call `function` on copies of the inputs (a model may write into them), without autograd."""
-    with torch.no_grad():
+def run_on_copies(function, args, kwargs, *, autograd: bool = False):
+    """Call `function` on copies of the inputs (a model may write into them), without autograd
+    unless asked for."""
+    with torch.set_grad_enabled(autograd):
         return function(*copy_inputs(args), **copy_inputs(kwargs))
 
 
@@ -188,8 +189,7 @@ def _run_with_autograd_on(session: Session, record, decomposed, args, kwargs) ->
     if not any(parameter.requires_grad for parameter in decomposed.parameters()):
         return
     try:
-        with torch.enable_grad():
-            decomposed.module()(*copy_inputs(args), **copy_inputs(kwargs))
+        run_on_copies(decomposed.module(), args, kwargs, autograd=True)
     except Exception as error:
         record.outcome = "failed"
         context = (
