@@ -1214,3 +1214,9 @@ UNSEEN: dict[str, Unseen] = {
         lambda: dict(model=BatchNormEmptyVar(), args=(torch.randn(10, 8),)),
     ),
 }
+
+
+# Cases from helpers who never read the doctor's code (tests/doctor_unseen_fresh.py), scored with the rest.
+from doctor_unseen_fresh import FRESH  # noqa: E402
+
+UNSEEN.update(FRESH)
