@@ -16,9 +16,9 @@ import collections
 
 import torch
 import torch.nn.functional as F
-from doctor_unseen import Unseen
 from torch import nn
 from torch.export import Dim
+from unseen_case import Unseen
 
 
 # ================================================================== batch A
@@ -254,7 +254,6 @@ FRESH_A = {
         "pytorch/pytorch#147115",
         "unclassified",
         lambda: dict(model=PrintInCondBranch(), args=(torch.ones(3),)),
-        missed="crash: eager raises UncapturedHigherOrderOpError (torch.cond traces its branches even in eager), and the doctor calls that a usage error instead of a finding",
     ),
     "cond-else-returns-input": Unseen(
         "pytorch/pytorch#153832",
@@ -276,7 +275,8 @@ FRESH_A = {
         "pytorch/pytorch#146719",
         "unclassified",
         lambda: dict(model=GradInForward(), args=(torch.randn(3, 4), torch.randn(3, 4))),
-        missed='crash: the doctor runs eager under torch.no_grad, where autograd.grad in forward raises "element 0 of tensors does not require grad", and blames the model',
+        missed="wrong page: names fake-constant (message only): autograd.grad in forward leaves the same "
+        "lifted_tensor_0 message that a buffer read through .data leaves",
     ),
     "dict-subclass-input": Unseen(
         "pytorch/pytorch#138839",

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch._dynamo.exc import TorchDynamoException
 
 from .. import catalog
 from ..isolation import Forked, run_forked, single_threaded
@@ -325,16 +326,28 @@ def _eager_runs(
 
 
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
-    try:
-        with torch.no_grad():
+    """The model's output on copies of the inputs: under `torch.no_grad` (less memory, no graph),
+    and again with autograd on when that fails, as the reader's own call runs (a `forward` that
+    calls `torch.autograd.grad` needs it)."""
+
+    def call(autograd: bool):
+        with torch.set_grad_enabled(autograd):
             return model(*copy_inputs(args), **copy_inputs(kwargs))
-    except Exception as error:
-        if catalog.classify(error, "eager") is not None:
-            raise _ExportErrorInEager(error) from error
-        raise DoctorUsageError(
-            f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
-            "model) first; the doctor diagnoses export, not the model"
-        ) from error
+
+    try:
+        return call(autograd=False)
+    except Exception:  # not necessarily the model's fault: the reader's mode, autograd on, decides
+        try:
+            return call(autograd=True)
+        except Exception as error:
+            # torch.cond and torch.while_loop trace their bodies with Dynamo even in eager mode: an
+            # error Dynamo raises there is export's, whether or not the catalog knows it
+            if catalog.classify(error, "eager") is not None or isinstance(error, TorchDynamoException):
+                raise _ExportErrorInEager(error) from error
+            raise DoctorUsageError(
+                f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
+                "model) first; the doctor diagnoses export, not the model"
+            ) from error
 
 
 def _model_name(model: Any) -> str:
