@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -27,19 +26,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 from torch.export import Dim
-
-
-@dataclass(frozen=True)
-class Unseen:
-    """One case: the report it is modelled on, the entry it needs, and the `diagnose` keywords."""
-
-    report: str
-    expected: str | None  # None: the model exports and runs clean on 2.14.1
-    call: Callable[[], dict]
-    # The verdict while the doctor gets the case wrong, then why ("wrong page: names X for Y"); the
-    # test expects exactly that verdict, so a change either way shows.
-    missed: str = ""
-
+from unseen_case import Unseen
 
 # What the doctor's report says about a case: its first finding is the expected entry (right),
 # another page (wrong page), no page ("unclassified", or no finding where something fails), or the
@@ -1214,3 +1201,9 @@ UNSEEN: dict[str, Unseen] = {
         lambda: dict(model=BatchNormEmptyVar(), args=(torch.randn(10, 8),)),
     ),
 }
+
+
+# Cases from helpers who never read the doctor's code (tests/doctor_unseen_fresh.py), scored with the rest.
+from doctor_unseen_fresh import FRESH  # noqa: E402
+
+UNSEEN.update(FRESH)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch._dynamo.exc import TorchDynamoException
 
 from .. import catalog
 from ..isolation import Forked, run_forked, single_threaded
@@ -324,15 +325,23 @@ def _eager_runs(
 
 
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
+    """The model's output on copies of the inputs: under `torch.no_grad` (less memory, no graph),
+    and again with autograd on when that fails, as the reader's own call runs (a `forward` that
+    calls `torch.autograd.grad` needs it)."""
     try:
         return program_steps.run_on_copies(model, args, kwargs)
-    except Exception as error:
-        if catalog.classify(error, "eager") is not None:
-            raise _ExportErrorInEager(error) from error
-        raise DoctorUsageError(
-            f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
-            "model) first; the doctor diagnoses export, not the model"
-        ) from error
+    except Exception:  # not necessarily the model's fault: the reader's mode, autograd on, decides
+        try:
+            return program_steps.run_on_copies(model, args, kwargs, autograd=True)
+        except Exception as error:
+            # torch.cond and torch.while_loop trace their bodies with Dynamo even in eager mode: an
+            # error Dynamo raises there is export's, whether or not the catalog knows it
+            if catalog.classify(error, "eager") is not None or isinstance(error, TorchDynamoException):
+                raise _ExportErrorInEager(error) from error
+            raise DoctorUsageError(
+                f"the model raised {first_line(error)} in eager mode on {label}: fix the inputs (or the "
+                "model) first; the doctor diagnoses export, not the model"
+            ) from error
 
 
 def _model_name(model: Any) -> str:
