@@ -1,7 +1,8 @@
 """Pin what Torch-TensorRT's dry run says about known graphs, so a release that changes it is noticed.
 
-Each worker process imports torch and torch_tensorrt (about 10 s on a 2-core machine), so the tests
-dry-run several settings per worker (`coverage_reports`) and share the results through fixtures.
+The first dry run of a process starts the dry-run server, which imports torch and torch_tensorrt
+(about 10 s on a 2-core machine); later ones are children forked from it. The tests still dry-run
+several settings per worker (`coverage_reports`) and share the results through fixtures.
 Without a GPU the worker runs with stand-ins; the partition facts pinned here do not depend on that.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -31,6 +34,7 @@ from casebook.backends.tensorrt.coverage import (
     coverage_reports_by_program,
     start_coverage_reports_by_program,
 )
+from casebook.isolation import run_forked
 from casebook.models.stand_ins import Boxes, Instances, register_pytree_nodes
 
 RELU = "torch.ops.aten.relu.default"
@@ -342,7 +346,7 @@ def test_several_programs_name_the_one_that_failed(resnet18, nms_head):
 def test_a_started_dry_run_returns_before_its_worker_ends(resnet18, nms_head, nms_reports):
     program, inputs = nms_head
     pending = start_coverage_reports_by_program({"nms head": (program, inputs)}, min_block_size=1)
-    assert not pending.done()  # the worker takes seconds to import torch_tensorrt
+    assert not pending.done()  # loading and partitioning take a second, even in a served child
     del program  # saved before start returned
     reports = pending.result()
     assert pending.done()
@@ -395,3 +399,62 @@ def test_the_cause_torch_only_logs_is_read_from_the_worker_log():
         "NotImplementedError: Deserializing casebook.models.stand_ins.Instances in pytree is not registered."
     )
     assert _cause_in_log("W1128 17:33:44.811000 923 a.py:1] a plain warning\n") is None
+
+
+# The dry-run server (`_dryrun_worker.serve`): set up once per process, a forked child per dry run.
+
+
+@pytest.mark.slow
+def test_a_dry_run_after_the_first_is_served_by_the_process_set_up_once(nms_head, nms_reports):
+    coverage_report(*nms_head, min_block_size=1)  # starts the server, if no test before did
+    server = trt_coverage._SERVER["server"]
+    pending = start_coverage_reports_by_program({"nms head": nms_head}, min_block_size=1)
+    assert isinstance(pending._run.process, trt_coverage._ServedRun)
+    assert pending.result()["nms head"].trt_block_sizes == nms_reports[0][0].trt_block_sizes
+    assert trt_coverage._SERVER["server"] is server and server.process.poll() is None and not server.busy
+
+
+@pytest.mark.slow
+def test_a_dry_run_that_comes_while_the_server_is_busy_gets_a_fresh_worker_and_the_same_report(nms_head):
+    served = start_coverage_reports_by_program({"nms head": nms_head}, min_block_size=1)
+    fresh = start_coverage_reports_by_program({"nms head": nms_head}, min_block_size=1)
+    assert isinstance(served._run.process, trt_coverage._ServedRun)
+    assert isinstance(fresh._run.process, subprocess.Popen)
+    served_report, fresh_report = served.result()["nms head"], fresh.result()["nms head"]
+    for field in ("analysis", "stand_ins", "unsupported_ops", "supported_op_counts", "blocks", "text"):
+        assert getattr(served_report, field) == getattr(fresh_report, field), field
+
+
+@pytest.mark.slow
+def test_a_served_dry_run_starts_without_the_registrations_of_the_one_before(instances_head):
+    with pytest.raises(TensorRTCompileError):  # registered: it loads, and Torch-TensorRT refuses it
+        coverage_report(*instances_head, min_block_size=1, pytree_registrations=[register_pytree_nodes])
+    with pytest.raises(CoverageAnalysisError, match="phase 'load'"):  # the next child never registered
+        coverage_report(*instances_head, min_block_size=1)
+
+
+@pytest.mark.slow
+def test_a_served_dry_run_past_its_time_is_stopped_and_the_server_serves_the_next(nms_head, nms_reports):
+    coverage_report(*nms_head, min_block_size=1)
+    server = trt_coverage._SERVER["server"]
+    with pytest.raises(CoverageAnalysisError, match="did not finish within 0.01 s"):
+        coverage_report(*nms_head, min_block_size=1, timeout_s=0.01)
+    report = coverage_report(*nms_head, min_block_size=1)
+    assert trt_coverage._SERVER["server"] is server
+    assert report.trt_block_sizes == nms_reports[0][0].trt_block_sizes
+
+
+def test_a_forked_child_does_not_use_its_parents_server(tmp_path, monkeypatch):
+    monkeypatch.setitem(trt_coverage._SERVER, "server", _PretendServer())
+    forked = run_forked(lambda: trt_coverage._start_served(tmp_path, os.environ), timeout_s=60)
+    assert forked.ok and forked.value is None
+
+
+class _PretendServer:
+    """Stands in for a server started by this process (only its owner is read)."""
+
+    owner = os.getpid()
+    busy = False
+
+    def close(self):  # pragma: no cover - a forked child never closes it
+        raise AssertionError("closed the parent's server")

@@ -233,8 +233,41 @@ def _op_support(gm: Any, torch_executed_ops: Any) -> tuple[dict[str, int], dict[
     return dict(support.supported_operators), dict(support.unsupported_operators)
 
 
+# What `_set_up` prepared: the stand-ins' notes, the TensorRT stand-in (None when the real one
+# imports), torch_tensorrt, and what every result reports. Set once per process; a request that
+# `serve` answers runs in a child forked after it, so the child finds it set.
+_READY: dict[str, Any] = {}
+
+
+def _set_up() -> dict[str, Any]:
+    """Install the stand-ins this machine needs and import torch_tensorrt, once per process."""
+    if _READY:
+        return _READY
+    import torch
+
+    notes, trt_stand_in = _install_stand_ins()
+    stood_in = trt_stand_in is not None or not torch.cuda.is_available()
+    torch_tensorrt = _import_torch_tensorrt(trt_stand_in)
+    if not torch.cuda.is_available():
+        _patch_device_to_cpu(notes)
+    import tensorrt
+
+    _READY.update(
+        notes=notes,
+        trt_stand_in=trt_stand_in,
+        torch_tensorrt=torch_tensorrt,
+        analysis=STAND_IN_ANALYSIS if stood_in else REAL_ANALYSIS,
+        versions={
+            "torch": torch.__version__,
+            "torch_tensorrt": torch_tensorrt.__version__,
+            "tensorrt": tensorrt.__version__,
+        },
+    )
+    return _READY
+
+
 def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """Set up once, then dry-run every requested variant of the settings on a fresh load.
+    """Set up (once per process), then dry-run every requested variant of the settings on a fresh load.
 
     ``state`` carries the phase and what is known so far to `main` if setup fails. A variant that
     makes ``compile`` raise is recorded (``ok: false``) and the next variant still runs.
@@ -243,6 +276,12 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
+    ready = _set_up()
+    notes, trt_stand_in, torch_tensorrt = list(ready["notes"]), ready["trt_stand_in"], ready["torch_tensorrt"]
+    state["stand_ins"] = notes
+    state["analysis"] = ready["analysis"]
+    state["versions"] = ready["versions"]
+    state["phase"] = "import"
     for name in request.get("import_modules", []):
         importlib.import_module(name)  # registers custom ops the saved program refers to
     state["phase"] = "pytree_registrations"
@@ -254,24 +293,8 @@ def run(request_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
 
     # Lets the parent name the types a failed load was missing, without reading the error's text.
     state["pytree_types"] = sorted(pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE)
-    state["phase"] = "import"
-
-    notes, trt_stand_in = _install_stand_ins()
-    state["stand_ins"] = notes
-    stood_in = trt_stand_in is not None or not torch.cuda.is_available()
-    state["analysis"] = STAND_IN_ANALYSIS if stood_in else REAL_ANALYSIS
-    torch_tensorrt = _import_torch_tensorrt(trt_stand_in)
-    if not torch.cuda.is_available():
-        _patch_device_to_cpu(notes)
-    import tensorrt
     from torch_tensorrt.dynamo import _compiler, partitioning
     from torch_tensorrt.dynamo.conversion._ConverterRegistry import ConverterRegistry
-
-    state["versions"] = {
-        "torch": torch.__version__,
-        "torch_tensorrt": torch_tensorrt.__version__,
-        "tensorrt": tensorrt.__version__,
-    }
 
     # Capture the DryRunTracker itself, rather than parsing the printed summary.
     captured: dict[str, Any] = {}
@@ -462,6 +485,8 @@ def _error(phase: str, exc: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[1:] == ["--serve"]:
+        return serve()
     request_dir = Path(argv[1])
     state: dict[str, Any] = {"phase": "import"}
     try:
@@ -469,6 +494,51 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # reported to the parent, which raises
         result = {**state, **_error(state["phase"], exc)}
     (request_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+def serve() -> int:
+    """Serve dry runs from a process set up once: each request runs in a child forked from it.
+
+    Importing torch, torchvision and torch_tensorrt with its stand-ins takes about eight CPU seconds,
+    most of a small dry run; a client pays them once instead of once per dry run. A forked child
+    starts from the set-up state and nothing more (no earlier request's imports or registrations),
+    as a fresh worker would, and exits when its request is done.
+
+    Protocol, one line each way: ``ready`` once set up (or ``failed <error>``, then exit). Then, for
+    each request folder read from stdin, ``started <pid>`` (the child, which the client stops when
+    its time is up) and ``done <exit code>`` (negative: the signal that ended it). Stdin closed:
+    exit. The child writes ``result.json`` as `main` does, and its stderr to ``worker.stderr`` in
+    the request folder.
+    """
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing else may write into the protocol's pipe
+    try:
+        import torchvision  # noqa: F401  (its operators: most programs sent here have them)
+
+        _set_up()
+    except BaseException as exc:
+        protocol.write(f"failed {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}\n")
+        return 1
+    protocol.write("ready\n")
+    for line in sys.stdin:
+        request_dir = line.rstrip("\n")
+        pid = os.fork()
+        if pid == 0:  # the child: this request, then exit without the parent's clean-up
+            code = 1
+            try:
+                stderr = os.open(
+                    os.path.join(request_dir, "worker.stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                )
+                os.dup2(stderr, 2)
+                code = main([sys.argv[0], request_dir])
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        protocol.write(f"started {pid}\n")
+        _, status = os.waitpid(pid, 0)
+        protocol.write(f"done {os.waitstatus_to_exitcode(status)}\n")
     return 0
 
 

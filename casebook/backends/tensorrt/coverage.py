@@ -10,7 +10,12 @@ machine without a GPU `import torch_tensorrt` fails: it needs TensorRT's libnvin
 about the device. There the worker installs clearly labelled stand-ins (a ``tensorrt`` module with
 names but no behaviour, and answers for two CUDA queries) before importing it, and
 `CoverageReport.analysis` says so. The stand-ins never reach the notebook's own process. On a machine
-where TensorRT and CUDA work, nothing is stood in and ``analysis == "tensorrt"``.
+where TensorRT and CUDA work, nothing is stood in and ``analysis == "tensorrt"``. Setting that up
+(importing torch, torchvision and torch_tensorrt) costs about eight CPU seconds, more than the dry run
+of a small program, so the first dry run of a process starts a server that pays it once
+(`_dryrun_worker.serve`), and every later one runs in a child forked from it: a fresh process in all
+that matters (no earlier dry run's imports or registrations), for the cost of a fork. A dry run that
+comes while another is under way gets a fresh worker of its own.
 
 The worker loads the *saved* program, so a program whose inputs or outputs are custom pytree classes
 (detectron2-style ``Instances``) loads there only once those classes are registered in the worker
@@ -25,15 +30,20 @@ still reject a node's arguments while building, which Torch-TensorRT reports the
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import importlib.util
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 import weakref
@@ -343,8 +353,9 @@ def coverage_reports(
 
     Each variant is a dict of `coverage_report`'s settings (``min_block_size``,
     ``torch_executed_ops``, ``require_full_compilation``; missing keys take its defaults). Starting
-    the worker (importing torch and torch_tensorrt) costs about ten seconds, the dry run of a
-    ResNet about one, so comparing settings this way is much cheaper than one call per setting.
+    the worker costs a fork once the process's dry-run server is set up (the first dry run of a
+    process, about ten seconds), the dry run of a ResNet about one; one worker also loads each
+    program once for all its settings.
     If any variant makes Torch-TensorRT raise, `TensorRTCompileError` is raised for the first one.
     """
     return _reports(
@@ -549,16 +560,8 @@ class _WorkerRun:
         (tmp_dir / "request.json").write_text(json.dumps(request))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        # A file, not a pipe: a worker that writes much to stderr would block on a full pipe.
         self.stderr_path = tmp_dir / "worker.stderr"
-        with open(self.stderr_path, "w") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                text=True,
-                env=env,
-            )
+        self.process = _start_worker(tmp_dir, env, self.stderr_path)
         # Deleted before it is collected: stop the worker, then remove its files.
         weakref.finalize(self, _stop_worker, self.process, self.tmp)
 
@@ -655,6 +658,180 @@ class _WorkerRun:
                 )
             )
         return reports
+
+
+class _ServedRun:
+    """A dry run in a child of the shared dry-run server (`_dryrun_worker.serve`), with the part of
+    `subprocess.Popen`'s interface that `_WorkerRun` uses: `poll`, `wait`, `kill`, `returncode`."""
+
+    def __init__(self, server: _DryRunServer, pid: int):
+        self._server, self.pid, self.returncode = server, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(timeout_s=0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and not self._read(timeout_s=timeout):
+            raise subprocess.TimeoutExpired("dry run", timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: `done` is on its way
+                os.kill(self.pid, signal.SIGKILL)
+
+    def _read(self, timeout_s: float | None) -> bool:
+        line = self._server.read_line(timeout_s)
+        if line is None:
+            return False
+        if not line.startswith("done "):  # the server died: report it as this worker ending
+            self._server.broken = True
+            self.returncode = -signal.SIGKILL
+        else:
+            self.returncode = int(line.split()[1])
+        self._server.busy = False
+        return True
+
+
+class _DryRunServer:
+    """`_dryrun_worker.serve`, started once per process and environment: a dry run costs a fork
+    instead of a fresh Python that imports torch and Torch-TensorRT (about eight CPU seconds).
+
+    One dry run at a time; `_start_worker` starts a fresh worker for a dry run that comes while
+    another is under way, or when the server could not start.
+    """
+
+    def __init__(self, env: Mapping[str, str]):
+        self.env = _relevant_env(env)
+        self.owner = os.getpid()
+        self.busy = self.broken = False
+        self._buffer = b""
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE, "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=dict(env),
+        )
+        ready = self.read_line(SERVER_START_TIMEOUT_S)
+        if ready != "ready":
+            self.broken = True
+            self.close()
+
+    def serves(self, env: Mapping[str, str]) -> bool:
+        return (
+            not self.broken
+            and self.owner == os.getpid()  # a forked child must not share its parent's pipes
+            and self.process.poll() is None
+            and self.env == _relevant_env(env)
+        )
+
+    def start(self, request_dir: Path) -> _ServedRun | None:
+        """Send one request; None if the server no longer answers."""
+        try:
+            self.process.stdin.write(f"{request_dir}\n".encode())
+            self.process.stdin.flush()
+        except OSError:
+            self.broken = True
+            return None
+        line = self.read_line(SERVER_START_TIMEOUT_S)
+        if line is None or not line.startswith("started "):
+            self.broken = True
+            return None
+        self.busy = True
+        return _ServedRun(self, int(line.split()[1]))
+
+    def read_line(self, timeout_s: float | None) -> str | None:
+        """The server's next line, or None when it has none within ``timeout_s`` (or has exited)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:  # exited
+                self.broken = True
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()  # the server exits when its input ends
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# Started on the first dry run that needs it, kept for the next; closed when the process exits.
+_SERVER: dict[str, _DryRunServer] = {}
+_SERVER_LOCK = threading.Lock()
+# The server imports torch and Torch-TensorRT before it answers: far less than this on a busy machine.
+SERVER_START_TIMEOUT_S = 300
+# pytest sets it anew for each test; it names the test, it changes no dry run.
+_IRRELEVANT_ENV = frozenset({"PYTEST_CURRENT_TEST"})
+
+
+def _relevant_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key not in _IRRELEVANT_ENV}
+
+
+def _start_worker(tmp_dir: Path, env: Mapping[str, str], stderr_path: Path):
+    """The dry run of the request in ``tmp_dir``, started: in a child of this process's dry-run server
+    when it is free, else in a fresh worker process (`subprocess.Popen`)."""
+    with _SERVER_LOCK:
+        run = _start_served(tmp_dir, env)
+    if run is not None:
+        return run
+    with open(stderr_path, "w") as stderr:  # a file, not a pipe: a full pipe would block the worker
+        return subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE, str(tmp_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            env=dict(env),
+        )
+
+
+def _start_served(tmp_dir: Path, env: Mapping[str, str]) -> _ServedRun | None:
+    """The request started in the dry-run server (started or replaced as needed), or None: the server
+    is busy with another dry run, could not start, or belongs to the process this one was forked from."""
+    server = _SERVER.get("server")
+    if server is not None and server.owner != os.getpid():
+        return None  # its pipes are the parent's
+    if server is not None and not server.busy and not server.serves(env):
+        server.close()
+        del _SERVER["server"]
+        server = None
+    if server is None:
+        if _SERVER_FAILED.get("env") == _relevant_env(env):
+            return None  # it failed to start in this environment: do not pay for that each time
+        server = _DryRunServer(env)
+        if server.broken:
+            _SERVER_FAILED["env"] = _relevant_env(env)
+            return None
+        _SERVER["server"] = server
+    if server.busy:
+        return None
+    return server.start(tmp_dir)
+
+
+# The environment in which the server last failed to start: fresh workers only, there.
+_SERVER_FAILED: dict[str, dict[str, str]] = {}
+
+
+@atexit.register
+def _close_server() -> None:
+    server = _SERVER.pop("server", None)
+    if server is not None:
+        server.close()
 
 
 def _stop_worker(process: subprocess.Popen, tmp: tempfile.TemporaryDirectory) -> None:
