@@ -660,6 +660,8 @@ ENTRIES: tuple[Entry, ...] = (
         group="running",
         title="The program is called with arguments laid out differently",
         message="Ran into a kwarg keyword mismatch",
+        # keywords that differ, or positional arguments packed another way (a list for two tensors)
+        pattern="Ran into a kwarg keyword mismatch|Trying to flatten user inputs with exported input tree spec",
         raised_as="`ValueError` when the exported program runs",
         exceptions=("ValueError",),
         stages=("run",),

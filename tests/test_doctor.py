@@ -224,6 +224,26 @@ def test_bad_arguments_are_refused_with_what_to_fix(call, message):
         call()
 
 
+class Scores(nn.Module):
+    def forward(self, query, key):
+        return query @ key.transpose(-1, -2)
+
+
+def test_a_check_input_laid_out_unlike_the_example_is_a_finding_about_the_call():
+    """Eager refuses the call too, but the reader makes it (pytorch/TensorRT#3020): the program's
+    refusal names the layout, and the report says eager refused it."""
+    query, key = torch.rand(2, 5, 4), torch.rand(2, 5, 4)
+    report = diagnose(Scores(), (query, key), check_inputs=[([query, key],)])
+    assert report.kinds() == ["kwarg-mismatch"], report
+    first = report.findings[0].evidence[0]
+    assert first.startswith(
+        "on check input 0, laid out differently from the example inputs (eager raised TypeError"
+    )
+    assert "Trying to flatten user inputs with exported input tree spec" in "\n".join(
+        report.findings[0].evidence
+    )
+
+
 # ------------------------------------------------------------------ the command line
 FACTORIES = textwrap.dedent(
     """

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch._dynamo.exc import TorchDynamoException
 
 from .. import catalog
@@ -321,7 +322,19 @@ def _eager_runs(
             f"the model could not be copied ({first_line(error)}): eager ran on the model itself, {consequence}"
         )
         reference = model
-    return [(label, a, k, _eager(reference, a, k, label)) for label, a, k in inputs]
+    example_layout = pytree.tree_structure(inputs[0][1:])
+    runs = []
+    for index, (label, a, k) in enumerate(inputs):
+        try:
+            output = _eager(reference, a, k, label)
+        except DoctorUsageError as error:
+            # a check input laid out unlike the example is a call the reader makes: the program's
+            # error on it is the finding, not a mistake in the inputs given to the doctor
+            if index == 0 or pytree.tree_structure((a, k)) == example_layout:
+                raise
+            output = program_steps.LaidOutDifferently(first_line(error.__cause__ or error))
+        runs.append((label, a, k, output))
+    return runs
 
 
 def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:

@@ -107,11 +107,23 @@ def locate_specializations(
     return located
 
 
+class LaidOutDifferently:
+    """Eager's place in a run for a check input that eager refuses and that is laid out differently
+    from the example (another pytree structure of arguments): a call the reader makes, which the
+    program refuses too, and whose error names the layout (`kwarg-mismatch`)."""
+
+    def __init__(self, eager_error: str):
+        self.eager_error = eager_error
+
+
 def check_runs(session: Session, program, inputs: list[tuple[str, tuple, dict, object]]) -> None:
     """Run the program on the example and on each check input, and compare with eager."""
     with session.step("run + parity") as record:
         compared, worst = 0, 0.0
         for label, args, kwargs, expected in inputs:
+            if isinstance(expected, LaidOutDifferently):
+                _run_laid_out_differently(session, record, program, label, args, kwargs, expected)
+                continue
             try:
                 actual = _call(program, args, kwargs)
             except Exception as error:
@@ -137,6 +149,22 @@ def check_runs(session: Session, program, inputs: list[tuple[str, tuple, dict, o
             compared, worst = compared + 1, max(worst, diff)
         record.detail = f"{compared} of {len(inputs)} input(s) equal to eager" + (
             f", max |diff| {worst:.2g}" if compared else ""
+        )
+
+
+def _run_laid_out_differently(session: Session, record, program, label, args, kwargs, eager) -> None:
+    """The program on a check input laid out differently from the example, which eager refused: its
+    error is the finding (the call's layout), with eager's refusal beside it."""
+    context = f"on {label}, laid out differently from the example inputs (eager raised {eager.eager_error}):"
+    try:
+        _call(program, args, kwargs)
+    except Exception as error:
+        record.outcome = "failed"
+        session.add(session.classified(error, "run", "run", context=context))
+    else:
+        session.report.notes.append(
+            f"the program ran {label}, which is laid out differently from the example inputs and "
+            f"which eager refuses ({eager.eager_error}): compare it with eager by hand"
         )
 
 
