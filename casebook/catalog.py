@@ -212,7 +212,9 @@ ENTRIES: tuple[Entry, ...] = (
         group="dynamic-dims",
         title="The code needs a dimension to be a multiple (a reshape into pairs, a float scale and back)",
         message="h = 2*_h",
-        pattern=r"\b\w+ = \d+\*_\w+\b",
+        # a multiple with an offset (`height = 32*_height - 14`) is export keeping a remainder that a
+        # branch tested, not a divisibility the code needs: that is a constraint like any other
+        pattern=r"\b\w+ = \d+\*_\w+\b(?!\s*[-+]\s*\d)",
         raised_as="`torch._dynamo.exc.UserError: Constraints violated`, whose suggested fixes define the "
         "dimension as a multiple of a new root (`_h = Dim('_h', ...)`, `h = 2*_h`)",
         exceptions=(USER_ERROR,),

@@ -541,7 +541,6 @@ FRESH_B = {
             args=(torch.rand(1, 1, 50, 70),),
             dynamic_shapes=({2: Dim("height", min=32, max=1024), 3: Dim("width", min=32, max=1024)},),
         ),
-        missed="wrong page: names needs-a-multiple (message only) for a Python branch on the padding size; export's suggested fix (32*_height - 14) does not help the reader",
     ),
     "lstm-dynamic-sequence": Unseen(
         "pytorch/executorch#5176",
@@ -565,7 +564,6 @@ FRESH_B = {
         "pytorch/TensorRT#3020",
         "kwarg-mismatch",
         _list_call_case,
-        missed="crash: eager refuses the check input too (TypeError), and the doctor asks the reader to fix the inputs (DoctorUsageError) instead of naming the call's layout",
     ),
     "rfdetr-shape-as-tensor": Unseen(
         "roboflow/rf-detr#1142",
