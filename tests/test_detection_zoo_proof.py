@@ -1,6 +1,6 @@
 """detection_zoo_proof.start_proofs: every builder's proof started at once, collected by name.
 
-The real proof (`export_and_compare`) is tested in test_detection_zoo on one builder; here the pool
+The real proof (`export_and_compare`) runs on every builder on the detection zoo page; here the pool
 runs a stand-in proof that returns what it was asked, so the tests take seconds.
 """
 

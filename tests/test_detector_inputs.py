@@ -1,7 +1,7 @@
 """detector_inputs: the bad-input expectations fail loudly when a call does something else.
 
-The expectations themselves run on every builder on the detection zoo page and on one builder in
-test_detection_zoo (through export_and_compare).
+The expectations themselves run on every builder on the detection zoo page (through
+`export_and_compare`).
 """
 
 import pytest
