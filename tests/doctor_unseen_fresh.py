@@ -275,8 +275,6 @@ FRESH_A = {
         "pytorch/pytorch#146719",
         "unclassified",
         lambda: dict(model=GradInForward(), args=(torch.randn(3, 4), torch.randn(3, 4))),
-        missed="wrong page: names fake-constant (message only): autograd.grad in forward leaves the same "
-        "lifted_tensor_0 message that a buffer read through .data leaves",
     ),
     "dict-subclass-input": Unseen(
         "pytorch/pytorch#138839",

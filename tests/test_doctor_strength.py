@@ -227,3 +227,29 @@ def test_a_structseq_torch_registered_without_a_name_is_named_as_evidence():
     first = report.findings[0]
     assert (first.kind, first.strength) == ("structseq-output", EVIDENCE), str(report)
     assert any("torch.return_types.topk" in line for line in first.evidence)
+
+
+class ForceFromEnergy(nn.Module):
+    """`torch.autograd.grad` inside `forward` (pytorch/pytorch#146719): non-strict export gives the
+    message a read through `.data` gives, and strict export fails instead of passing."""
+
+    def forward(self, x):
+        x.requires_grad_()
+        return torch.autograd.grad(x.square().sum().sqrt(), [x])[0]
+
+
+def test_a_read_through_data_is_shown_by_strict_export_keeping_a_fake_constant():
+    report = diagnose(**REPRODUCTIONS["fake-constant"]())
+    (finding,) = [f for f in report.findings if f.kind == "fake-constant"]
+    assert finding.strength == EVIDENCE and "strict export of the same model passes" in finding.basis
+    assert "strict export passes and keeps `lifted_tensor_0` as a fake tensor (no values)" in finding.evidence
+
+
+def test_the_same_message_with_strict_export_failing_is_not_in_the_catalog_with_the_page_as_related():
+    report = diagnose(ForceFromEnergy(), (torch.randn(3, 4),))
+    assert report.kinds() == ["unclassified"], report
+    finding = report.findings[0]
+    assert finding.strength == NOT_IN_CATALOG
+    assert finding.related[0] == catalog.entry("fake-constant").docname
+    assert any(line.startswith("strict export fails too (") for line in finding.evidence)
+    assert "a read through `.data` exports in strict mode with a fake constant" in finding.basis

@@ -10,9 +10,10 @@ import torch
 from .. import catalog
 from .branches import BranchSite, flag_spy
 from .confirm import CONSTRAINT_ENTRIES, confirm_with_suggested_fixes
+from .fake_constants import fake_constants
 from .frames import Frame, draft_frames, error_frames
 from .provenance import SIZES, VALUES, observer_behind, origin_at, origin_in_failed_trace
-from .report import CONFIRMED, EVIDENCE, MESSAGE_ONLY, Finding
+from .report import CONFIRMED, EVIDENCE, MESSAGE_ONLY, NOT_IN_CATALOG_TITLE, Finding
 from .session import Session, first_line
 
 # Evidence lists are for reading: beyond this many extra sites, say how many more there are.
@@ -110,6 +111,8 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
         if error is not None:
             record.outcome = "failed"
             other = _classified(session, error, stage, module)
+            if _refutes_a_data_read(finding, strict):
+                _refute_data_read(finding, error)
             if other.page == finding.page and other.kind != "unclassified":
                 finding.evidence.append(f"{mode} export fails too: {first_line(error)}")
             else:
@@ -119,6 +122,19 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
                 )
             return None
     session.report.notes.append(f"{mode} export succeeds: the checks below use the {mode} program")
+    if _refutes_a_data_read(finding, strict):
+        fakes = fake_constants(program)
+        if fakes:
+            names = ", ".join(f"`{name}`" for name in fakes)
+            kept = "as a fake tensor" if len(fakes) == 1 else "as fake tensors"
+            finding.evidence.append(f"strict export passes and keeps {names} {kept} (no values)")
+            finding.strengthen(
+                EVIDENCE,
+                "strict export of the same model passes and its program holds a constant that is a fake "
+                "tensor: what strict export makes of a read through `.data`",
+            )
+        else:
+            _refute_data_read(finding, None)
     if finding is not None and _fixed_by_non_strict(finding) and not strict:
         finding.strengthen(
             CONFIRMED,
@@ -126,6 +142,28 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
             "cannot trace (non-strict runs it once, at export, and bakes its result in)",
         )
     return program
+
+
+def _refutes_a_data_read(finding: Finding | None, strict: bool) -> bool:
+    """Whether this is strict export, tried after non-strict export raised `fake-constant`'s message:
+    for a read through `.data`, strict export passes and keeps a fake constant; anything else says
+    the message came from another cause (autograd inside `forward`, pytorch/pytorch#146719)."""
+    return strict and finding is not None and finding.kind == "fake-constant"
+
+
+def _refute_data_read(finding: Finding, strict_error: BaseException | None) -> None:
+    what = (
+        f"strict export fails too ({first_line(strict_error)})"
+        if strict_error is not None
+        else "strict export passes and keeps no fake constant"
+    )
+    finding.evidence.append(what)
+    finding.refute(
+        f"{NOT_IN_CATALOG_TITLE}: export found a fake tensor among the program's constants",
+        f"the message is the one a read through `.data` gives, but {what}, where a read through `.data` "
+        "exports in strict mode with a fake constant: another operation left the fake tensor (autograd "
+        "inside `forward`, a custom kernel); search for the constant's name and the op that made it",
+    )
 
 
 def _fixed_by_non_strict(finding: Finding) -> bool:

@@ -206,6 +206,14 @@ class Finding:
         self.kind, self.title, self.page, self.fix = entry.id, entry.title, entry.docname, entry.fix
         self.strength, self.basis = strength, basis
 
+    def refute(self, title: str, basis: str) -> None:
+        """The message matched this finding's entry, and a check contradicts that entry: the finding
+        becomes "not in the book's catalog", with the entry's page listed as related, not as the cause."""
+        related = [self.page, *self.related]
+        self.kind, self.title, self.fix = UNCLASSIFIED, title, GENERIC_FIX
+        self.page = toc.docname(catalog.PLAYBOOK_PAGE)
+        self.strength, self.basis, self.related = NOT_IN_CATALOG, basis, related
+
     def strengthen(self, strength: str, basis: str) -> None:
         """Record a stronger way the finding's cause was established (a weaker one changes nothing)."""
         if STRENGTHS.index(strength) < STRENGTHS.index(self.strength):
