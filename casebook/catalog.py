@@ -246,8 +246,10 @@ ENTRIES: tuple[Entry, ...] = (
         title="The `dynamic_shapes` structure does not mirror the inputs",
         message="its top-level keys must be the arg names",
         # a tuple nested once too deep reads as one tensor's spec of the wrong length
+        # (a NamedTuple input given a plain tuple spec: the type must match too)
         pattern=r"its top-level keys must be the arg names|"
-        r"Expected dynamic shape spec .* to have the same length as the actual tensor shape",
+        r"Expected dynamic shape spec .* to have the same length as the actual tensor shape|"
+        r"Detected mismatch between the structure of `inputs` and `dynamic_shapes`",
         raised_as="`torch._dynamo.exc.UserError`, before any tracing",
         exceptions=(USER_ERROR,),
         stages=("export", "strict"),

@@ -345,7 +345,6 @@ FRESH2_A = {
             args=(Data(torch.randn(4, 10)),),
             dynamic_shapes={"data": ({0: Dim("batch")},)},
         ),
-        missed="no cause named: unclassified, for a tuple dynamic_shapes spec given for a NamedTuple input",
     ),
     "ragged-split-pad-sequence": Unseen(
         "pytorch/pytorch#127153",
