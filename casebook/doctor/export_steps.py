@@ -111,7 +111,7 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
         if error is not None:
             record.outcome = "failed"
             other = _classified(session, error, stage, module)
-            if _refutes_a_data_read(finding, strict):
+            if _strict_export_tests_a_data_read(finding, strict):
                 _refute_data_read(finding, error)
             if other.page == finding.page and other.kind != "unclassified":
                 finding.evidence.append(f"{mode} export fails too: {first_line(error)}")
@@ -122,7 +122,7 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
                 )
             return None
     session.report.notes.append(f"{mode} export succeeds: the checks below use the {mode} program")
-    if _refutes_a_data_read(finding, strict):
+    if _strict_export_tests_a_data_read(finding, strict):
         fakes = fake_constants(program)
         if fakes:
             names = ", ".join(f"`{name}`" for name in fakes)
@@ -144,7 +144,7 @@ def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, st
     return program
 
 
-def _refutes_a_data_read(finding: Finding | None, strict: bool) -> bool:
+def _strict_export_tests_a_data_read(finding: Finding | None, strict: bool) -> bool:
     """Whether this is strict export, tried after non-strict export raised `fake-constant`'s message:
     for a read through `.data`, strict export passes and keeps a fake constant; anything else says
     the message came from another cause (autograd inside `forward`, pytorch/pytorch#146719)."""

@@ -773,9 +773,11 @@ class _DryRunServer:
 # Started on the first dry run that needs it, kept for the next; closed when the process exits.
 _SERVER: dict[str, _DryRunServer] = {}
 _SERVER_LOCK = threading.Lock()
+# The environment in which the server last failed to start: fresh workers only, there.
+_SERVER_FAILED: dict[str, dict[str, str]] = {}
 # The server imports torch and Torch-TensorRT before it answers: far less than this on a busy machine.
 SERVER_START_TIMEOUT_S = 300
-# pytest sets it anew for each test; it names the test, it changes no dry run.
+# pytest sets it anew for each test; it names the test, it changes no dry run or engine build.
 _IRRELEVANT_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
 
@@ -821,10 +823,6 @@ def _start_served(tmp_dir: Path, env: Mapping[str, str]) -> _ServedRun | None:
     if server.busy:
         return None
     return server.start(tmp_dir)
-
-
-# The environment in which the server last failed to start: fresh workers only, there.
-_SERVER_FAILED: dict[str, dict[str, str]] = {}
 
 
 @atexit.register

@@ -50,7 +50,7 @@ from ...build_records import record_engine_build
 from ...catalog import classify
 from ...env import TENSORRT_RTX_ENV, tensorrt_rtx_site, tensorrt_rtx_versions
 from ..cache import cache_key, default_cache_dir
-from .coverage import _modules_for, _op_name, _registration_name, _tail
+from .coverage import _modules_for, _op_name, _registration_name, _relevant_env, _tail
 
 WORKER_MODULE = "casebook.backends.tensorrt._build_worker"
 # A TensorRT builder error in a build log: "IBuilder::buildSerializedNetwork: Error Code 4: Internal Error (...)".
@@ -839,14 +839,6 @@ def _close_shared_worker() -> None:
         worker.close()
 
 
-# pytest sets it anew for each test; it names the test, it does not change a build.
-_IRRELEVANT_ENV = frozenset({"PYTEST_CURRENT_TEST"})
-
-
-def _relevant(env: Mapping[str, str]) -> dict[str, str]:
-    return {key: value for key, value in env.items() if key not in _IRRELEVANT_ENV}
-
-
 def _worker_env(path: Sequence[str] | None = None) -> dict[str, str]:
     """The environment of a build worker: ``path`` (default `worker_path`) and the repository first on
     its Python path."""
@@ -878,7 +870,7 @@ class _ServingWorker:
 
     def serves(self, env: Mapping[str, str]) -> bool:
         """Still running, and started with ``env`` (but for variables that do not change a build)."""
-        return self._process.poll() is None and _relevant(self._env) == _relevant(env)
+        return self._process.poll() is None and _relevant_env(self._env) == _relevant_env(env)
 
     def build(self, request: _Request) -> tuple[dict[str, Any], str, float]:
         """Build one request: (result, its stderr, seconds); raises `EngineBuildError` (the worker is
