@@ -788,6 +788,9 @@ def _relevant_env(env: Mapping[str, str]) -> dict[str, str]:
 def _start_worker(tmp_dir: Path, env: Mapping[str, str], stderr_path: Path):
     """The dry run of the request in ``tmp_dir``, started: in a child of this process's dry-run server
     when it is free, else in a fresh worker process (`subprocess.Popen`)."""
+    # There before the worker starts, as for a fresh worker: a run stopped before its child opened
+    # the file still has a (then empty) log to read.
+    stderr_path.touch()
     with _SERVER_LOCK:
         run = _start_served(tmp_dir, env)
     if run is not None:
