@@ -5,7 +5,7 @@ its input), ``example_inputs()`` and ``export_arguments(dynamic)``. What differs
 one family (an example size, a tolerance, an input the eager model refuses in its own way, how its
 random weights were calibrated) is written once, in `PARAMS`, over the family's defaults, the way
 torchvision's tests keep ``_model_params``. The detection zoo, the Faster R-CNN case study's model,
-the shipping pages' classifier and the doctor's page build their models here.
+the shipping pages' classifier, the doctor's page and the YOLO11 case study build their models here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..detection_parity import TOLERANCES
 from .classifiers import IMAGE_SIZE, mobilenet_v3_small_calibrated, photo_batch
 from .images import load_image
 from .random_weights import DETECTORS, random_detector
+from .ultralytics_yolo import photos, yolo11n
 
 DETECTOR_DEFAULTS: Mapping[str, Any] = {
     "example_size": (320, 256),  # (height, width): not square, on purpose
@@ -105,6 +106,19 @@ MODELS: Mapping[str, ModelRecord] = {
         _build=mobilenet_v3_small_calibrated,
         _example_inputs=lambda: (photo_batch(),),
         _dynamic_shapes=({0: Dim("batch", min=1, max=16)},),  # as the shipping pages export it
+    ),
+    # Ultralytics' YOLO11 nano from its package (case_studies/ultralytics_yolo11): its dynamic export
+    # also needs the head's cache switched off (`Detect.dynamic = True` on the copy that is exported)
+    "yolo11n": ModelRecord(
+        "yolo11n",
+        "ultralytics YOLO",
+        (320, 320),
+        "BatchNorm statistics re-estimated on the four calibration photos at 320 x 320",
+        _build=yolo11n,
+        _example_inputs=lambda: (photos(320)[:2],),
+        _dynamic_shapes=(
+            {0: Dim("batch", max=16), 2: 32 * Dim("h32", min=2, max=40), 3: 32 * Dim("w32", min=2, max=40)},
+        ),
     ),
 }
 
