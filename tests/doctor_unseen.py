@@ -1214,3 +1214,9 @@ from doctor_unseen_fresh2_b import FRESH2_B  # noqa: E402
 
 UNSEEN.update(FRESH2_A)
 UNSEEN.update(FRESH2_B)
+
+# Met on the real packages of issue 52 (tests/doctor_unseen_packages.py), written before any code
+# that handles them.
+from doctor_unseen_packages import PACKAGES  # noqa: E402
+
+UNSEEN.update(PACKAGES)
