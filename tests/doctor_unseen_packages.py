@@ -19,13 +19,16 @@ from unseen_case import Unseen
 
 class AnchorCacheHead(nn.Module):
     """A detection head that keeps its anchor grid between calls, keyed by the feature map's shape,
-    in plain attributes (not buffers), as Ultralytics' ``Detect`` head does."""
+    in plain attributes (not buffers) whose defaults are declared on the class, as Ultralytics'
+    ``Detect`` head does. (Torch 2.14.1 puts back the tensor attributes an instance had before export;
+    these the instance gets only in its first `forward`.)"""
+
+    shape = None
+    anchors = torch.empty(0)
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1)
-        self.shape = None
-        self.anchors = torch.empty(0)
 
     def forward(self, x):
         y = self.conv(x)
