@@ -744,6 +744,21 @@ ENTRIES: tuple[Entry, ...] = (
         page="frozen_storage_and_mutation",
     ),
     Entry(
+        id="fake-tensors-left-in-model",
+        group="silent",
+        title="Export left fake tensors in the model's attributes: eager then returns FakeTensors",
+        label="yolo-fake-tensors-left-in-model",
+        stages=("check",),
+        means="`forward` keeps what it computes in plain attributes (a cache of anchors or positions "
+        "keyed by a shape, as Ultralytics' `Detect` head keeps); export runs `forward` on fake tensors, "
+        "so the attributes now hold `FakeTensor`s (export warns they 'were assigned during export'), and "
+        "a later eager call that reads them returns FakeTensors without an error",
+        fix="export a copy (`torch.export.export(copy.deepcopy(model), ...)`, as Ultralytics' exporter "
+        "does); keep state in buffers (`register_buffer`); or switch the cache off for export "
+        "(Ultralytics: `Detect.dynamic = True`)",
+        page="ultralytics_yolo11",
+    ),
+    Entry(
         id="training-mode-baked",
         group="silent",
         title="The model was exported in training mode: dropout, noise or batch statistics are in the program",

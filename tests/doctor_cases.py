@@ -297,6 +297,21 @@ class MutatesAttribute(nn.Module):
         return x + self.prompt
 
 
+class CachesGridByShape(nn.Module):
+    """A position grid kept between calls in a plain attribute, keyed by the input's shape, its default
+    declared on the class (as Ultralytics' `Detect` head keeps its anchors): export of a fresh model
+    leaves FakeTensors in it."""
+
+    shape = None
+    grid = torch.empty(0)
+
+    def forward(self, x):
+        if self.shape != x.shape:
+            self.grid = torch.arange(x.shape[-1], dtype=x.dtype)
+            self.shape = x.shape
+        return x + self.grid
+
+
 class CountsCallsThroughData(nn.Module):
     """A call counter kept in a buffer and advanced through `.data`, the way older code updates state
     without autograd seeing it (non-strict export refuses it, strict export drops the write)."""
@@ -761,6 +776,7 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "skipped-function": lambda: {"model": CallerDepth(), "args": (torch.rand(3),), "strict": True},
     "numpy-in-forward": lambda: {"model": UsesNumpy(), "args": (torch.rand(3),)},
     "constant-mutated": lambda: {"model": MutatesAttribute(), "args": (torch.rand(4),)},
+    "fake-tensors-left-in-model": lambda: {"model": CachesGridByShape(), "args": (torch.rand(2, 5),)},
     "data-write-dropped": lambda: {
         "model": CountsCallsThroughData(),
         "args": (torch.ones(3),),

@@ -4,9 +4,10 @@ any code that handles them.
 
 Both come from one pattern, a cache that ``forward`` writes on the module, keyed by a shape
 (Ultralytics' ``Detect._get_decode_boxes``: ``if self.dynamic or self.shape != shape: self.anchors,
-self.strides = ...; self.shape = shape``). The catalog has no entry for either; until it has, the
+self.strides = ...; self.shape = shape``). The catalog had no entry for either; until it has, the
 right answer is "not in the book's catalog" (``unclassified``), and a case moves to the entry the day
-one is written.
+one is written (`fake-anchors-left-in-model` did: `fake-tensors-left-in-model`, with the doctor's
+check of the model's attributes before and after export).
 """
 
 from __future__ import annotations
@@ -63,10 +64,8 @@ PACKAGES: dict[str, Unseen] = {
     # 2.14.1: export warns ("were assigned during export") and passes; the program equals eager.
     "fake-anchors-left-in-model": Unseen(
         "pytorch/pytorch#155114",
-        "unclassified",
+        "fake-tensors-left-in-model",
         lambda: dict(model=AnchorCacheHead().eval(), args=(torch.rand(1, 3, 32, 48),)),
-        missed="no cause named: exports and runs clean; the doctor exports a copy and never looks at "
-        "what export wrote into the module's attributes",
     ),
     # ultralytics/ultralytics#20370 (Ultralytics' ONNX export with dynamo=True) stopped at "Constraints
     # violated (batch)"; met on YOLO11 with torch.export: after an eager call on the example, the cached

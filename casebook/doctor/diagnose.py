@@ -44,7 +44,7 @@ from torch._dynamo.exc import TorchDynamoException
 
 from .. import catalog
 from ..isolation import Forked, run_forked, single_threaded
-from . import aoti_package, export_steps, fake_constants, isolated, other_device, program_steps
+from . import aoti_package, export_steps, fake_constants, isolated, module_state, other_device, program_steps
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -157,9 +157,13 @@ def diagnose(
                     return report
                 record.outcome, record.detail = "passed", f"{len(runs)} input(s)"
             module = _as_module(session, model, args, kwargs, dynamic_shapes)
+            attributes_before = module_state.snapshot(module)
             program = export_steps.export(
                 session, module, args, kwargs, dynamic_shapes, strict=strict, compare=compare, draft=draft
             )
+            left_fake = module_state.restore_fakes(module, attributes_before)
+            if left_fake:
+                module_state.report_fakes(session, left_fake, exported=program is not None)
             report.program = program
             steps = [
                 (
@@ -238,6 +242,7 @@ def diagnose(
                     isolated.run_step(session, step_name, run, time_limit_s=step_time_limit_s)
                 else:
                     run()
+        module_state.restore_fakes(module, attributes_before)  # what the later steps' exports left
         report.fold_symptoms()
         return report
     finally:
