@@ -20,6 +20,17 @@ from casebook.inputs import as_args
 # Per-dtype (rtol, atol). None means torch.testing.assert_close's own dtype-based defaults.
 Tolerances = Mapping[torch.dtype, tuple[float, float]]
 
+REORDERED_ARITHMETIC: Tolerances = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-4),
+    torch.complex64: (1e-4, 1e-4),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+"""(rtol, atol) for a program whose arithmetic was reordered (a compiler that fuses kernels and
+reorders reductions, or `run_decompositions` spelling an operator in smaller ones) against the one it
+came from: looser than assert_close's defaults, which are meant for the same kernels run again."""
+
 
 @dataclass(frozen=True)
 class ParityResult:

@@ -25,7 +25,7 @@ import torch
 
 from .. import REPO_ROOT
 from ..inputs import as_args, first_device
-from ..parity import ParityResult, assert_parity
+from ..parity import REORDERED_ARITHMETIC, ParityResult, assert_parity
 from .cache import (
     artifact_path,
     atomic_output,
@@ -48,15 +48,8 @@ _REMOVED_TRT_SETTINGS = {
     "or enable_autocast=True",
 }
 
-# (rtol, atol) for compiled-vs-eager; looser than assert_close's defaults, which are meant for
-# bit-for-bit-ish comparisons, not for a compiler that reorders reductions and fuses kernels.
-_TOLERANCES = {
-    torch.float64: (1e-7, 1e-7),
-    torch.float32: (1e-4, 1e-4),
-    torch.complex64: (1e-4, 1e-4),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (5e-2, 5e-2),
-}
+# (rtol, atol) for compiled-vs-eager: a compiler reorders reductions and fuses kernels
+_TOLERANCES = REORDERED_ARITHMETIC
 _TRT_FLOAT32 = (1e-2, 1e-2)  # TensorRT uses TF32 for float32 matmul/conv unless disable_tf32=True
 _TRT_AUTOCAST_FLOAT32 = (5e-2, 5e-2)  # enable_autocast computes float32 layers in 16 bits
 
