@@ -15,7 +15,10 @@ state ``YOLO(...)`` builds it in.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -52,8 +55,6 @@ def import_ultralytics(config_dir: str | os.PathLike[str] = CONFIG_DIR) -> Modul
     Raises RuntimeError when ultralytics was imported before without these settings: they are read
     once, at import, so setting them later changes nothing.
     """
-    import sys
-
     wanted = offline_environment(config_dir)
     if "ultralytics" in sys.modules:
         differing = sorted(name for name, value in wanted.items() if os.environ.get(name) is None)
@@ -99,8 +100,7 @@ def yolo11n(seed: int = 0) -> nn.Module:
     ultralytics = import_ultralytics()
     torch.manual_seed(seed)
     model = ultralytics.YOLO(CONFIG).model.eval()
-    photos = torch.stack([load_image(name, 320) for name in CALIBRATION_PHOTOS])
-    reestimate_batchnorm(model, photos)
+    reestimate_batchnorm(model, photos(320))
     forget_anchor_cache(model)
     return model
 
@@ -121,9 +121,6 @@ def ultralytics_onnx(model: nn.Module, image_size: int, folder: str | os.PathLik
     ``<yaml name>.onnx`` in the working folder; it runs here in ``folder`` (default: a new folder under
     the build folder), so nothing lands beside the page.
     """
-    import contextlib
-    import tempfile
-
     if not isinstance(image_size, int) or image_size < 32 or image_size % 32:
         raise ValueError(
             f"image_size must be a multiple of 32 of at least 32 (YOLO's stride), got {image_size!r}"
@@ -136,4 +133,4 @@ def ultralytics_onnx(model: nn.Module, image_size: int, folder: str | os.PathLik
         folder = tempfile.mkdtemp(prefix="ultralytics_onnx_", dir=REPO_ROOT / "_build")
     with contextlib.chdir(folder):
         written = yolo.export(format="onnx", imgsz=image_size, simplify=False, dynamic=False, device="cpu")
-    return Path(folder) / written if not Path(written).is_absolute() else Path(written)
+    return Path(folder) / written  # an absolute `written` stays as it is
