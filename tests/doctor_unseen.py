@@ -1220,3 +1220,9 @@ UNSEEN.update(FRESH2_B)
 from doctor_unseen_packages import PACKAGES  # noqa: E402
 
 UNSEEN.update(PACKAGES)
+
+# Inputs that differ from the example only in dtype or memory layout (tests/doctor_unseen_layouts.py,
+# 2026-12-01), written before any code that handles them.
+from doctor_unseen_layouts import LAYOUTS  # noqa: E402
+
+UNSEEN.update(LAYOUTS)
