@@ -818,6 +818,43 @@ ENTRIES: tuple[Entry, ...] = (
         page="exported_program_input_checks",
     ),
     Entry(
+        id="example-dtype-assumed",
+        group="running",
+        title="A conversion that did nothing on the example: the program takes only the example's dtype",
+        message="Tensor dtype mismatch! Expected: Float, Got: unsigned char",
+        pattern=r"Tensor dtype mismatch! Expected: \S+, Got: ",
+        raised_as="`RuntimeError` from `aten._assert_tensor_metadata`, which export puts before a "
+        "conversion of an input (`x.float()`, `x.to(torch.float32)`)",
+        exceptions=("RuntimeError",),
+        stages=("run",),
+        means="`forward` converts an input; on the example the conversion changed nothing, and export "
+        "recorded the example's dtype as an assert in front of it (pytorch/pytorch#151001): eager "
+        "converts any dtype, the program refuses all but the example's. A Python branch on the dtype "
+        "(`if x.dtype != torch.float32`) is decided for the example's dtype the same way",
+        fix="export with an example of the dtype the program will be called with "
+        "(`torch.export.export(model, (frames_uint8,))` for uint8 frames), one program per input "
+        "dtype; or convert the input before calling the program",
+        page="exported_program_input_checks",
+    ),
+    Entry(
+        id="example-layout-assumed",
+        group="running",
+        title="A `.contiguous()` that did nothing on the example: the program assumes its memory layout",
+        message="view size is not compatible with input tensor's size and stride",
+        raised_as="`RuntimeError` from an `aten.view` of the program, for an input whose strides differ "
+        "from the example's (channels-last frames, a transposed tensor)",
+        exceptions=("RuntimeError",),
+        stages=("run",),
+        means="`.contiguous()` on the contiguous example changed nothing and is not in the graph; the "
+        "`view` after it needs the example's strides (pytorch/pytorch#186381). Eager copies other "
+        "layouts, the program does not. `reshape` in its place exports, but `run_decompositions()` "
+        "(what a backend compiles) turns it back into that `view`",
+        fix="export with an example in the layout the program will be called with "
+        "(`x.contiguous(memory_format=torch.channels_last)`): the `contiguous` then stays in the graph "
+        "and both layouts run; or make the inputs contiguous before calling the program",
+        page="exported_program_input_checks",
+    ),
+    Entry(
         id="restrictive-runtime-assert",
         group="silent",
         title="The program refuses too-small results of an operator",

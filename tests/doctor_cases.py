@@ -484,6 +484,33 @@ class RequiresFloat(nn.Module):
         return x - 0.5
 
 
+class NormalizesItsInput(nn.Module):
+    """A model that normalizes its own input (`x.float()`, then mean and std), as wrappers for
+    deployment do: exported on float32, it is then fed the uint8 frames a decoder gives."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1))
+
+    def forward(self, x):
+        return ((x.float() / 255 - self.mean) / self.std).mean((2, 3))
+
+
+class FlattenAfterPool(nn.Module):
+    """A CNN head that flattens with `.contiguous().view(n, -1)` (older torchvision-era models),
+    fed channels-last images."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.fc = nn.Linear(3 * 2 * 2, 4)
+
+    def forward(self, x):
+        x = self.pool(x)
+        return self.fc(x.contiguous().view(x.shape[0], -1))
+
+
 class KeepAfterNms(nn.Module):
     """Detection post-processing with torchvision's `nms`, whose stock fake kernel bounds the number
     of kept boxes below by 2 (the `[2, ...]` range in pytorch/pytorch#121036, torchvision's RPN)."""
@@ -849,6 +876,16 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
         "check_inputs": [(torch.rand(1, 3, 100, 8),)],
     },
     "exported-program-input-checks": lambda: {"model": RequiresFloat(), "args": (torch.rand(2, 3),)},
+    "example-dtype-assumed": lambda: {
+        "model": NormalizesItsInput(),
+        "args": (torch.rand(2, 3, 8, 8) * 255,),
+        "check_inputs": [(torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8),)],  # the decoder's frames
+    },
+    "example-layout-assumed": lambda: {
+        "model": FlattenAfterPool().eval(),
+        "args": (torch.rand(2, 3, 8, 8),),
+        "check_inputs": [(torch.rand(2, 3, 8, 8).contiguous(memory_format=torch.channels_last),)],
+    },
     "restrictive-runtime-assert": lambda: {"model": KeepAfterNms(), "args": _boxes()},
     "device-baked": lambda: {
         "model": NormalizedInTheModel().eval(),

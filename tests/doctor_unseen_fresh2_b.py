@@ -373,15 +373,16 @@ FRESH2_B = {
         "data-dependent-guard",
         lambda: dict(model=DrqActor().eval(), args=(torch.rand(2, 3, 16, 16),)),
     ),
+    # Written expecting runtime-assert-failed, the nearest title the catalog had (2026-11-29), and
+    # missed ("no cause named"); example-dtype-assumed (2026-12-01) is this cause's own entry.
     "bf16-program-fed-float32": Unseen(
         "pytorch/pytorch#151001",
-        "runtime-assert-failed",
+        "example-dtype-assumed",
         lambda: dict(
             model=Bf16InputToFloat().eval(),
             args=(torch.randn(2, 3).to(torch.bfloat16),),
             check_inputs=[(torch.randn(2, 3),)],  # the float32 call of the report
         ),
-        missed="no cause named: unclassified, for a float32 call of a program exported with bfloat16 inputs (Tensor dtype mismatch)",
     ),
     "user-class-mul-strict": Unseen(
         "pytorch/pytorch#136757",

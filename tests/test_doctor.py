@@ -66,7 +66,7 @@ def test_evidence_names_the_readers_line_and_draft_export_finds_the_next_one():
         "custom operators",
         "size 1",
         "another size",
-        "input dtypes",
+        "input dtypes and layouts",
     }
 
 

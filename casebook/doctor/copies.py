@@ -24,3 +24,10 @@ def copy_inputs(value: Any) -> Any:
         if isinstance(leaf, torch.Tensor) and not leaf.is_leaf and id(leaf) not in memo:
             memo[id(leaf)] = leaf.detach().clone().requires_grad_(leaf.requires_grad)
     return copy.deepcopy(value, memo)
+
+
+def run_on_copies(function, args, kwargs, *, autograd: bool = False):
+    """Call `function` on copies of the inputs (a model may write into them), without autograd
+    unless asked for."""
+    with torch.set_grad_enabled(autograd):
+        return function(*copy_inputs(args), **copy_inputs(kwargs))

@@ -14,8 +14,9 @@ The steps, each going as far as it can instead of stopping at the first error:
    decomposed program run and compared; a
    ``torch.export.save``/``load`` round trip; the runtime asserts left in the graph; each custom
    operator's fake kernel against its real kernel (``torch.library.opcheck``); each dynamic dimension
-   whose range includes 1, at 1, against eager; each floating-point
-   input given as uint8 to eager and to the program (a dtype check lost in export); with
+   whose range includes 1, at 1, against eager; each tensor input in other dtypes and another
+   memory layout, to eager and to the program (a check lost in export, or an assumption about the
+   example's dtype or strides kept: `casebook.doctor.input_variants`); with
    ``aoti=True``, an AOTInductor package and what it refuses (`casebook.doctor.aoti_package`); with
    ``device="cuda"``, the program moved to that device and run there (`casebook.doctor.other_device`);
    and, with ``tensorrt=True``, Torch-TensorRT's dry run and a real engine build.
@@ -44,7 +45,17 @@ from torch._dynamo.exc import TorchDynamoException
 
 from .. import catalog
 from ..isolation import Forked, run_forked, single_threaded
-from . import aoti_package, export_steps, fake_constants, isolated, module_state, other_device, program_steps
+from . import (
+    aoti_package,
+    export_steps,
+    fake_constants,
+    input_variants,
+    isolated,
+    module_state,
+    other_device,
+    program_steps,
+)
+from .copies import run_on_copies
 from .load_elsewhere import check_load_elsewhere
 from .other_sizes import check_another_size
 from .report import Report, Step
@@ -208,8 +219,8 @@ def diagnose(
                     lambda: check_another_size(session, module, program, args, kwargs, dynamic_shapes),
                 ),
                 (
-                    "input dtypes",
-                    lambda: program_steps.check_input_dtypes(session, module, program, args, kwargs),
+                    input_variants.STEP,
+                    lambda: input_variants.check_input_variants(session, module, program, args, kwargs),
                 ),
             ]
             if device is not None:
@@ -347,10 +358,10 @@ def _eager(model: Callable, args: tuple, kwargs: dict, label: str) -> Any:
     and again with autograd on when that fails, as the reader's own call runs (a `forward` that
     calls `torch.autograd.grad` needs it)."""
     try:
-        return program_steps.run_on_copies(model, args, kwargs)
+        return run_on_copies(model, args, kwargs)
     except Exception:  # not necessarily the model's fault: the reader's mode, autograd on, decides
         try:
-            return program_steps.run_on_copies(model, args, kwargs, autograd=True)
+            return run_on_copies(model, args, kwargs, autograd=True)
         except Exception as error:
             # torch.cond and torch.while_loop trace their bodies with Dynamo even in eager mode: an
             # error Dynamo raises there is export's, whether or not the catalog knows it

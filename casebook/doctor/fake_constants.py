@@ -22,7 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from .. import catalog
 from ..introspect import mutations
-from .program_steps import run_on_copies
+from .copies import run_on_copies
 from .report import Finding
 from .session import Session, first_line
 

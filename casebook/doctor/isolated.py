@@ -39,7 +39,7 @@ REPRODUCE = {
     "training mode": "torch.export.export(model.eval(), args, kwargs, dynamic_shapes=dynamic_shapes)",
     "size 1": "program.module()(*args_with_size_1)",
     "another size": "program.module()(*args_at_another_size)",
-    "input dtypes": "program.module()(*args_as_uint8)",
+    "input dtypes and layouts": "program.module()(*args_in_another_dtype_or_layout)",
     "custom operators": "torch.library.opcheck(operator, args)",
 }
 
@@ -64,7 +64,7 @@ RANK_KEY = {
     "load elsewhere": "save-load",
     "runtime asserts": "runtime-asserts",
     "size 1": "run",
-    "input dtypes": "branches",
+    "input dtypes and layouts": "branches",
     "TensorRT dry run": "tensorrt",
     "TensorRT engine build": "tensorrt",
 }

@@ -22,7 +22,7 @@ from torch.export.passes import move_to_device_pass
 from torch.utils import _pytree as pytree
 
 from .. import catalog
-from .program_steps import run_on_copies
+from .copies import run_on_copies
 from .report import CONFIRMED, EVIDENCE, Finding
 from .session import Session, first_line
 

@@ -7,7 +7,6 @@ import io
 import re
 
 import torch
-import torch.utils._pytree as pytree
 from torch.testing._internal.optests.generate_tests import OpCheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -16,8 +15,9 @@ from ..introspect import symbol_range
 from ..parity import REORDERED_ARITHMETIC, compare_outputs
 from . import engine_traps
 from .confirm import confirm_serialization_name
-from .copies import copy_inputs
+from .copies import run_on_copies
 from .frames import draft_frames
+from .input_variants import check_decomposed_layouts, confirm_like_the_example, with_leaf
 from .program_shapes import dim_items, dimension_results, map_dim_specs, requested_dims, size_asserts
 from .report import Finding
 from .session import Session, first_line
@@ -27,22 +27,8 @@ MAX_NOTES = 6
 _MISMATCH = re.compile(r"found mismatched tensor metadata: (.*?)(?: \(scroll up.*)?$", re.S)
 
 
-def run_on_copies(function, args, kwargs, *, autograd: bool = False):
-    """Call `function` on copies of the inputs (a model may write into them), without autograd
-    unless asked for."""
-    with torch.set_grad_enabled(autograd):
-        return function(*copy_inputs(args), **copy_inputs(kwargs))
-
-
 def _call(program, args, kwargs):
     return run_on_copies(program.module(), args, kwargs)
-
-
-def _with_leaf(args, kwargs, index: int, replace):
-    """``(args, kwargs)`` with the flattened leaf `index` replaced by ``replace(leaf)``."""
-    values, structure = pytree.tree_flatten((args, kwargs))
-    values[index] = replace(values[index])
-    return pytree.tree_unflatten(values, structure)
 
 
 def check_dims(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
@@ -128,7 +114,10 @@ def check_runs(session: Session, program, inputs: list[tuple[str, tuple, dict, o
                 actual = _call(program, args, kwargs)
             except Exception as error:
                 record.outcome = "failed"
-                session.add(session.classified(error, "run", "run", context=f"on {label}:"))
+                finding = session.classified(error, "run", "run", context=f"on {label}:")
+                _, example_args, example_kwargs, _ = inputs[0]
+                confirm_like_the_example(finding, program, (example_args, example_kwargs), (args, kwargs))
+                session.add(finding)
                 continue
             if label == "the example inputs":
                 session.example_output = actual
@@ -213,6 +202,7 @@ def check_decompositions(session: Session, program, args, kwargs) -> None:
                 f" (max |diff| {largest:.2g}: reordered float arithmetic)" if largest else ""
             )
             _run_with_autograd_on(session, record, decomposed, args, kwargs)
+            check_decomposed_layouts(session, program, decomposed, args, kwargs)
 
 
 def _run_with_autograd_on(session: Session, record, decomposed, args, kwargs) -> None:
@@ -411,7 +401,7 @@ def check_size_one(session: Session, module, program, args, kwargs, dynamic_shap
         differ, inconclusive = [], []
         for result in candidates:
             want = result.requested
-            probe_args, probe_kwargs = _with_leaf(
+            probe_args, probe_kwargs = with_leaf(
                 args, kwargs, want.leaf, lambda tensor, dim=want.dim: tensor.narrow(dim, 0, 1)
             )
             try:
@@ -439,69 +429,6 @@ def check_size_one(session: Session, module, program, args, kwargs, dynamic_shap
             "program runs the other branch"
         ]
         session.add(Finding.from_entry(catalog.entry("size-one-branch"), evidence, "size 1"))
-
-
-# An image decoder hands over uint8; a model that checks for floating point in Python rejects it.
-PROBE_DTYPE = torch.uint8
-MAX_PROBED_INPUTS = 4
-
-
-def check_input_dtypes(session: Session, module, program, args, kwargs) -> None:
-    """Give each floating-point input, one at a time, as uint8 to eager and to the program.
-
-    A dtype check written in Python (``if not x.is_floating_point(): raise``) runs once while export
-    traces and leaves nothing in the graph, which checks only the structure and the sizes of its
-    inputs. Where eager raises and the program runs, the program has lost that check.
-    """
-    with session.step("input dtypes") as record:
-        if not session.ran_clean:
-            record.detail = "not tried, the program failed on the example"
-            return
-        leaves = pytree.tree_flatten_with_path((args, kwargs))[0]
-        floating = [
-            i
-            for i, (_, leaf) in enumerate(leaves)
-            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
-        ]
-        runnable = program.module() if floating else None  # unlifted once, for every probe
-        lost = []
-        for index in floating[:MAX_PROBED_INPUTS]:
-            probe_args, probe_kwargs = _with_leaf(args, kwargs, index, lambda tensor: tensor.to(PROBE_DTYPE))
-            name = _input_name(leaves[index][0])
-            try:
-                run_on_copies(module, probe_args, probe_kwargs)
-                continue  # eager accepts it too: nothing was lost
-            except Exception as error:
-                rejected = first_line(error)
-            try:
-                run_on_copies(runnable, probe_args, probe_kwargs)
-            except Exception:
-                continue  # the program rejects it as well: nothing was lost
-            lost.append(
-                f"`{name}` as {str(PROBE_DTYPE).removeprefix('torch.')}: the program runs, eager raises {rejected}"
-            )
-        tried = min(len(floating), MAX_PROBED_INPUTS)
-        record.detail = (
-            f"{tried} floating-point input(s) tried as {str(PROBE_DTYPE).removeprefix('torch.')}"
-            + (f", {len(lost)} accepted by the program only" if lost else "")
-        )
-        if lost:
-            record.outcome = "failed"
-    if lost:
-        evidence = lost + [
-            "the check ran in Python while export traced; the program checks its inputs' structure and sizes, not dtypes"
-        ]
-        session.add(
-            Finding.from_entry(catalog.entry("exported-program-input-checks"), evidence, "input dtypes")
-        )
-
-
-def _input_name(path) -> str:
-    """``args[0]['image']`` for a leaf of ``(args, kwargs)``, ``kwargs['x']`` for a keyword argument."""
-    text = pytree.keystr(path)  # "[0][0]['image']" or "[1]['x']"
-    if text.startswith("[0]"):
-        return "args" + text[3:]
-    return "kwargs" + text[3:]
 
 
 def check_tensorrt(session: Session, program, args, kwargs) -> None:

@@ -40,9 +40,17 @@ EXPLAINS = {
     "data-write-dropped": {"parity-mismatch"},
 }
 
+# Entries met by more than one step for one cause (a check input the program refuses for its
+# layout, and the doctor's own probe of that layout): one finding, the strongest, with the others'
+# evidence.
+ONE_FINDING_PER_CAUSE = frozenset({"example-dtype-assumed", "example-layout-assumed"})
+
 UNCLASSIFIED = "unclassified"
 # Entries that name what was seen, not why: however sure the sighting, a cause goes before them.
 SYMPTOMS = frozenset({"parity-mismatch"})
+# The step that makes up inputs of its own (`casebook.doctor.input_variants`): what it finds is a
+# hazard of inputs the reader did not give, so it goes after what the reader's own inputs met.
+VARIANT_PROBE_STEP = "input dtypes and layouts"
 
 # How a finding was established, strongest first; findings are ordered by it (`Report.add`).
 CONFIRMED = "confirmed"  # the doctor applied the entry's fix and the failing step then passed
@@ -312,7 +320,13 @@ class Report:
         self.findings.sort(key=_order_key)
 
     def fold_symptoms(self) -> None:
-        """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it."""
+        """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it,
+        and a cause several steps met (`ONE_FINDING_PER_CAUSE`) is one finding."""
+        for kind in ONE_FINDING_PER_CAUSE:
+            same = [f for f in self.findings if f.kind == kind]  # strongest first: the order is kept
+            for other in same[1:]:
+                same[0].evidence += [line for line in other.evidence if line not in same[0].evidence]
+                self.findings.remove(other)
         for cause in [f for f in self.findings if f.kind in EXPLAINS]:
             symptoms = [f for f in self.findings if f.kind in EXPLAINS[cause.kind]]
             for symptom in symptoms:
@@ -407,7 +421,7 @@ _PLACE = {CONFIRMED: 0, EVIDENCE: 1, MESSAGE_ONLY: 2, NOT_IN_CATALOG: 2}
 
 
 def _order_key(finding: Finding) -> tuple[int, int]:
-    place = 3 if finding.kind in SYMPTOMS else _PLACE[finding.strength]
+    place = 3 if finding.kind in SYMPTOMS or finding.step == VARIANT_PROBE_STEP else _PLACE[finding.strength]
     return place, _RANK.get(finding.step, len(_RANK))
 
 
