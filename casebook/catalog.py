@@ -820,16 +820,16 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         id="example-dtype-assumed",
         group="running",
-        title="A conversion that did nothing on the example: the program takes only the example's dtype",
+        title="A conversion in `forward`: the program takes only the example's dtype",
         message="Tensor dtype mismatch! Expected: Float, Got: unsigned char",
         pattern=r"Tensor dtype mismatch! Expected: \S+, Got: ",
         raised_as="`RuntimeError` from `aten._assert_tensor_metadata`, which export puts before a "
         "conversion of an input (`x.float()`, `x.to(torch.float32)`)",
         exceptions=("RuntimeError",),
         stages=("run",),
-        means="`forward` converts an input; on the example the conversion changed nothing, and export "
-        "recorded the example's dtype as an assert in front of it (pytorch/pytorch#151001): eager "
-        "converts any dtype, the program refuses all but the example's. A Python branch on the dtype "
+        means="`forward` converts an input (`x.float()`); export records the example's dtype as an "
+        "assert in front of the conversion (pytorch/pytorch#151001): eager converts any dtype, the "
+        "program refuses all but the example's. A Python branch on the dtype "
         "(`if x.dtype != torch.float32`) is decided for the example's dtype the same way",
         fix="export with an example of the dtype the program will be called with "
         "(`torch.export.export(model, (frames_uint8,))` for uint8 frames), one program per input "

@@ -29,7 +29,12 @@ def test_each_dtype_is_probed_with_the_dtypes_a_pipeline_hands_over_instead(dtyp
 
 @pytest.mark.parametrize(
     ("shape", "label"),
-    [((2, 3, 8, 6), "channels-last"), ((3, 8, 6), "channels-last"), ((4, 5), "transposed (column-major)")],
+    [
+        ((2, 3, 8, 6), "channels-last"),
+        ((2, 3, 4, 8, 6), "channels-last"),
+        ((3, 8, 6), "dimension 0 innermost (an HWC array as CHW)"),
+        ((4, 5), "transposed (column-major)"),
+    ],
 )
 def test_a_contiguous_input_is_probed_with_the_same_values_in_other_strides(shape, label):
     tensor = torch.rand(shape)
@@ -213,3 +218,57 @@ def test_a_program_without_tensor_inputs_probes_nothing():
     report = diagnose(Constant(), (3,))
     (step,) = [step for step in report.steps if step.name == input_variants.STEP]
     assert step.outcome == "passed" and step.detail.startswith("0 variant(s) of 0 tensor input(s)")
+
+
+def test_inputs_the_probe_cannot_give_another_way_are_left_out_and_counted():
+    args = (torch.rand(2, 3).to_sparse(), torch.rand(2, 3, device="meta"), torch.rand(2, 3))
+    assert [name for _, name, _ in input_variants.tensor_leaves(args, {})] == ["args[2]"]
+
+
+def test_a_call_at_another_batch_size_in_another_layout_differs_from_the_example():
+    example = ((torch.rand(2, 3, 8, 8),), {})
+    call = ((torch.rand(3, 3, 8, 8).contiguous(memory_format=torch.channels_last),), {})
+    assert input_variants.differs_from_the_example(*example, *call).startswith("`args[0]` has strides")
+    assert input_variants.differs_from_the_example(*example, (torch.rand(1, 3, 8, 8),), {}) == ""
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        torch.rand(3, 8, 6).permute(2, 0, 1),  # an HWC array as CHW
+        torch.rand(2, 3, 4, 8, 6).contiguous(memory_format=torch.channels_last_3d),
+        torch.rand(5, 4).t(),
+    ],
+)
+def test_a_call_is_given_the_layout_of_any_example(example):
+    call = torch.rand(example.shape)
+    (like,), _ = input_variants.like_the_example((example,), {}, (call,), {})
+    assert torch.equal(like, call) and like.stride() == example.stride()
+
+
+class PositionCode(nn.Module):
+    """Sinusoidal codes made in `forward` with the input's dtype: traced on float32, the program
+    keeps a float32 constant and computes a float16 input in float32."""
+
+    def forward(self, x):
+        frequencies = torch.arange(x.shape[-1], dtype=x.dtype) / x.shape[-1]
+        return x + torch.sin(frequencies * 100)
+
+
+def test_a_program_that_computes_in_the_example_dtype_is_a_note_not_a_divergence():
+    report = diagnose(PositionCode(), (torch.rand(2, 64),))
+    assert report.ok, report
+    note = _note(report, "the program computes other dtypes than eager for: `args[0]` as float16 (")
+    assert "eager returns float16, the program float32" in note
+
+
+def test_complex_outputs_are_compared_with_their_imaginary_part():
+    class ConjugateIfTransposed(nn.Module):
+        """Only the imaginary parts differ between the two branches."""
+
+        def forward(self, x):
+            z = torch.complex(x, x)
+            return z if x.is_contiguous() else z.conj()
+
+    report = diagnose(ConjugateIfTransposed(), (torch.rand(2, 3) + 0.5,))
+    assert report.kinds() == ["example-layout-assumed"], report

@@ -5,9 +5,9 @@ strides, and it follows what the example had. Three things come of that, each se
 
 - a check that ``forward`` makes in Python (``if not x.is_floating_point(): raise``) ran once while
   export traced: the program runs inputs that eager refuses (``exported-program-input-checks``);
-- a conversion that changed nothing on the example (``x.float()`` on a float32 tensor) became an
-  assert on the example's dtype: the program refuses inputs that eager converts
-  (``example-dtype-assumed``, pytorch/pytorch#151001);
+- a conversion of an input (``x.float()``) gets an assert on the example's dtype in front of it:
+  the program refuses inputs that eager converts (``example-dtype-assumed``,
+  pytorch/pytorch#151001);
 - a ``.contiguous()`` that changed nothing on the example was left out of the graph: the program
   runs a ``view`` that only the example's layout allows (``example-layout-assumed``,
   pytorch/pytorch#186381).
@@ -35,6 +35,9 @@ from .session import Session, first_line
 STEP = VARIANT_PROBE_STEP
 # Inputs probed, at most: each costs a few eager and program runs.
 MAX_PROBED_INPUTS = 4
+# Each variant copies its input twice and compares in float64: larger inputs are left out, and the
+# step says so.
+MAX_PROBED_ELEMENTS = 2**26
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,9 @@ def layout_variant(tensor: torch.Tensor) -> Variant | None:
         variant = Variant("layout", "contiguous", lambda t: t.contiguous())
     else:
         channel = 1 if tensor.dim() >= 4 else 0
-        label = "channels-last" if tensor.dim() >= 3 else "transposed (column-major)"
+        label = {2: "transposed (column-major)", 3: "dimension 0 innermost (an HWC array as CHW)"}.get(
+            tensor.dim(), "channels-last"
+        )
         variant = Variant("layout", label, lambda t: t.movedim(channel, -1).contiguous().movedim(-1, channel))
     if variant.make(tensor).stride() == tensor.stride():  # size-1 dimensions: the same strides
         return None
@@ -85,14 +90,27 @@ def layout_variant(tensor: torch.Tensor) -> Variant | None:
 
 
 def tensor_leaves(args, kwargs) -> list[tuple[int, str, torch.Tensor]]:
-    """(index among the flattened leaves, name, tensor) for each tensor input, at most `MAX_PROBED_INPUTS`."""
+    """(index among the flattened leaves, name, tensor) for each tensor input the probe can give
+    another way: dense (not sparse), with data (not on ``meta``), at most `MAX_PROBED_ELEMENTS`
+    elements; the first `MAX_PROBED_INPUTS` of them."""
+    return probeable(args, kwargs)[:MAX_PROBED_INPUTS]
+
+
+def _tensor_count(args, kwargs) -> int:
+    return sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves((args, kwargs)))
+
+
+def probeable(args, kwargs) -> list[tuple[int, str, torch.Tensor]]:
+    """Every tensor input the probe can give another way (see `tensor_leaves`)."""
     leaves = pytree.tree_flatten_with_path((args, kwargs))[0]
-    found = [
+    return [
         (index, input_name(path), leaf)
         for index, (path, leaf) in enumerate(leaves)
         if isinstance(leaf, torch.Tensor)
+        and leaf.layout == torch.strided
+        and leaf.device.type != "meta"
+        and leaf.numel() <= MAX_PROBED_ELEMENTS
     ]
-    return found[:MAX_PROBED_INPUTS]
 
 
 def input_name(path) -> str:
@@ -134,11 +152,16 @@ def like_the_example(example_args, example_kwargs, args, kwargs) -> tuple[tuple,
 
 def _like(tensor: torch.Tensor, example: torch.Tensor) -> torch.Tensor:
     converted = tensor.to(example.dtype)
-    if example.is_contiguous():
-        return converted.contiguous()
-    if example.dim() == 4 and example.is_contiguous(memory_format=torch.channels_last):
-        return converted.contiguous(memory_format=torch.channels_last)
-    return converted
+    if converted.dim() != example.dim():
+        return converted
+    order = stride_order(example)  # outermost dimension first
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return converted.permute(order).contiguous().permute(inverse)
+
+
+def stride_order(tensor: torch.Tensor) -> list[int]:
+    """The dimensions from outermost to innermost in memory (by stride; ties by position)."""
+    return sorted(range(tensor.dim()), key=lambda dim: (-tensor.stride(dim), dim))
 
 
 def differs_from_the_example(example_args, example_kwargs, args, kwargs) -> str:
@@ -154,9 +177,16 @@ def differs_from_the_example(example_args, example_kwargs, args, kwargs) -> str:
         name = input_name(path)
         if leaf.dtype != example.dtype:
             differences.append(f"`{name}` is {_dtype(leaf)}, the example's {_dtype(example)}")
-        elif leaf.shape == example.shape and leaf.stride() != example.stride():
+        elif leaf.dim() == example.dim() and not _laid_out_alike(leaf, example):
             differences.append(f"`{name}` has strides {leaf.stride()}, the example's {example.stride()}")
     return "; ".join(differences)
+
+
+def _laid_out_alike(tensor: torch.Tensor, example: torch.Tensor) -> bool:
+    """Whether the dimensions of more than one element, in both, come in the same order in memory:
+    the layout, whatever the sizes (a call at another batch size compares with the example)."""
+    dims = [dim for dim in range(tensor.dim()) if tensor.size(dim) > 1 and example.size(dim) > 1]
+    return [d for d in stride_order(tensor) if d in dims] == [d for d in stride_order(example) if d in dims]
 
 
 def _dtype(tensor: torch.Tensor) -> str:
@@ -165,25 +195,45 @@ def _dtype(tensor: torch.Tensor) -> str:
 
 @dataclass
 class Outcome:
-    """What one variant did: eager's error, the program's error, how their outputs' values differ."""
+    """What one call did in the reference (eager, or the program for its decomposition) and in the
+    candidate (the program, or the decomposed program): each one's error, or how their outputs
+    differ."""
 
     eager_error: str | None = None
     program_error: str | None = None
-    mismatch: str | None = None
+    mismatch: str | None = None  # the values differ
+    other_dtypes: str | None = None  # the outputs have other dtypes (their values are not compared)
     uncompared: str | None = None  # why the outputs could not be taken apart (run + parity says too)
 
 
-# Values, not dtypes, are compared: a program that returns int32 where eager promoted to int64 has
-# the same numbers. Half-precision rounding is not a divergence either.
+# Values are compared, with room for half-precision rounding: a divergence is another result, not
+# another rounding of it.
 VALUE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}
 
 
-def _as_float64(tree):
-    return pytree.tree_map_only(torch.Tensor, lambda tensor: tensor.detach().to(torch.float64), tree)
+def _widened(tree):
+    """Every tensor as float64 (complex128 for complex), so two dtypes' values can be compared."""
+
+    def widen(tensor):
+        return tensor.detach().to(torch.complex128 if tensor.is_complex() else torch.float64)
+
+    return pytree.tree_map_only(torch.Tensor, widen, tree)
+
+
+def _output_dtypes(expected, actual) -> str | None:
+    """ "eager returns float16, the program float32" where the outputs' dtypes differ, else None."""
+    for want, got in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual), strict=False):
+        if isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor) and want.dtype != got.dtype:
+            return f"eager returns {_dtype(want)}, the program {_dtype(got)}"
+    return None
 
 
 def compare_on(eager: Callable, runnable: Callable, args, kwargs) -> Outcome:
-    """Run eager and the program on one call and say where they part."""
+    """Run the reference (`eager`) and the candidate (`runnable`) on one call and say where they part.
+
+    Outputs of other dtypes are not compared by value: a program that computes a float16 input in
+    float32 (a constant of the trace promotes it) differs from eager by eager's rounding, and is the
+    more exact of the two."""
     outcome = Outcome()
     try:
         expected = run_on_copies(eager, args, kwargs)
@@ -196,7 +246,9 @@ def compare_on(eager: Callable, runnable: Callable, args, kwargs) -> Outcome:
         return outcome
     if outcome.eager_error is None:
         try:
-            compare_outputs(_as_float64(expected), _as_float64(actual), **VALUE_TOLERANCE)
+            outcome.other_dtypes = _output_dtypes(expected, actual)
+            if outcome.other_dtypes is None:
+                compare_outputs(_widened(expected), _widened(actual), **VALUE_TOLERANCE)
         except AssertionError as error:
             outcome.mismatch = first_line(error)
         except Exception as error:  # outputs pytree cannot take apart: the parity step reports it
@@ -214,18 +266,20 @@ def check_input_variants(session: Session, module, program, args, kwargs) -> Non
 
     What would go unnoticed is a finding: an input eager refuses and the program runs (a check lost
     in export), or one both run with different outputs. An input the program refuses and eager runs
-    fails loudly, and a reader may never pass it: that is a note naming the page section; the same
-    refusal on a reader's own check input is a finding (`confirm_like_the_example`).
+    fails loudly, and a reader may never pass it: that is a note naming the page section, and so is
+    a program that returns other dtypes than eager. The same refusal on a reader's own check input is
+    a finding of `check_runs`, which `confirm_like_the_example` confirms.
     """
     lost: list[str] = []  # eager refuses, the program runs: a check written in Python is gone
     differ: dict[str, list[str]] = {"dtype": [], "layout": []}  # both run, other outputs
     refused: dict[str, list[str]] = {"dtype": [], "layout": []}  # eager runs, the program raises
+    computed_as: list[str] = []  # both run, the program returns other dtypes
     with session.step(STEP) as record:
         if not session.ran_clean:
             record.detail = "not tried, the program failed on the example"
             return
         runnable = program.module()  # unlifted once, for every probe
-        leaves = tensor_leaves(args, kwargs)
+        leaves, tensors = tensor_leaves(args, kwargs), _tensor_count(args, kwargs)
         tried, uncompared = 0, set()
         for index, name, tensor in leaves:
             variants = dtype_variants(tensor) + [v for v in [layout_variant(tensor)] if v is not None]
@@ -238,6 +292,8 @@ def check_input_variants(session: Session, module, program, args, kwargs) -> Non
                     lost.append(f"{given}: the program runs, eager raises {outcome.eager_error}")
                 elif outcome.eager_error is None and outcome.program_error is not None:
                     refused[variant.axis].append(f"{given} ({outcome.program_error})")
+                elif outcome.other_dtypes is not None:
+                    computed_as.append(f"{given} ({outcome.other_dtypes})")
                 elif outcome.mismatch is not None:
                     # The control: the example itself, run by both at this point of the sequence. A
                     # model that keeps state or draws random numbers differs there too, and then the
@@ -258,11 +314,21 @@ def check_input_variants(session: Session, module, program, args, kwargs) -> Non
         found = len(lost) + len(differ["dtype"]) + len(differ["layout"])
         record.detail = (
             f"{tried} variant(s) of {len(leaves)} tensor input(s) tried"
+            + (
+                f" (of {tensors}; the first {len(leaves)} the probe can give another way)"
+                if tensors > len(leaves)
+                else ""
+            )
             + (f", {found} where the program and eager part silently" if found else "")
             + (f"; outputs not compared: {'; '.join(sorted(uncompared))}" if uncompared else "")
         )
         if found:
             record.outcome = "failed"
+    if computed_as:
+        session.report.notes.append(
+            "the program computes other dtypes than eager for: " + "; ".join(computed_as) + ". It follows "
+            "the example's dtypes (a constant of the trace, a dtype fixed while tracing)"
+        )
     for axis, inputs in refused.items():
         if inputs:
             section = catalog.entry(f"example-{axis}-assumed").docname + f"#{SECTIONS[axis]}"
@@ -318,8 +384,9 @@ def check_decomposed_layouts(session: Session, program, decomposed, args, kwargs
     needs that layout, so the program a backend compiles can refuse what the program runs. A note,
     as the program's own refusals are (`check_input_variants`)."""
     refused = []
+    reference, candidate = program.module(), decomposed.module()
     for name, variant, probe_args, probe_kwargs in layout_variants(args, kwargs):
-        outcome = compare_on(program.module(), decomposed.module(), probe_args, probe_kwargs)
+        outcome = compare_on(reference, candidate, probe_args, probe_kwargs)
         if outcome.eager_error is None and outcome.program_error is not None:
             refused.append(f"`{name}` as {variant.label} ({outcome.program_error})")
     if refused:

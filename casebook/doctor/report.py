@@ -323,9 +323,10 @@ class Report:
         """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it,
         and a cause several steps met (`ONE_FINDING_PER_CAUSE`) is one finding."""
         for kind in ONE_FINDING_PER_CAUSE:
-            same = [f for f in self.findings if f.kind == kind]  # strongest first: the order is kept
+            same = [f for f in self.findings if f.kind == kind]  # in report order: the reader's inputs first
             for other in same[1:]:
                 same[0].evidence += [line for line in other.evidence if line not in same[0].evidence]
+                same[0].strengthen(other.strength, other.basis)  # the strongest basis stays
                 self.findings.remove(other)
         for cause in [f for f in self.findings if f.kind in EXPLAINS]:
             symptoms = [f for f in self.findings if f.kind in EXPLAINS[cause.kind]]
