@@ -93,15 +93,6 @@ def tensor_leaves(args, kwargs) -> list[tuple[int, str, torch.Tensor]]:
     """(index among the flattened leaves, name, tensor) for each tensor input the probe can give
     another way: dense (not sparse), with data (not on ``meta``), at most `MAX_PROBED_ELEMENTS`
     elements; the first `MAX_PROBED_INPUTS` of them."""
-    return probeable(args, kwargs)[:MAX_PROBED_INPUTS]
-
-
-def _tensor_count(args, kwargs) -> int:
-    return sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves((args, kwargs)))
-
-
-def probeable(args, kwargs) -> list[tuple[int, str, torch.Tensor]]:
-    """Every tensor input the probe can give another way (see `tensor_leaves`)."""
     leaves = pytree.tree_flatten_with_path((args, kwargs))[0]
     return [
         (index, input_name(path), leaf)
@@ -110,7 +101,11 @@ def probeable(args, kwargs) -> list[tuple[int, str, torch.Tensor]]:
         and leaf.layout == torch.strided
         and leaf.device.type != "meta"
         and leaf.numel() <= MAX_PROBED_ELEMENTS
-    ]
+    ][:MAX_PROBED_INPUTS]
+
+
+def _tensor_count(args, kwargs) -> int:
+    return sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves((args, kwargs)))
 
 
 def input_name(path) -> str:
@@ -205,6 +200,13 @@ class Outcome:
     other_dtypes: str | None = None  # the outputs have other dtypes (their values are not compared)
     uncompared: str | None = None  # why the outputs could not be taken apart (run + parity says too)
 
+    @property
+    def agrees(self) -> bool:
+        """Both ran, with outputs of the same dtypes and values."""
+        return not (
+            self.eager_error or self.program_error or self.mismatch or self.other_dtypes or self.uncompared
+        )
+
 
 # Values are compared, with room for half-precision rounding: a divergence is another result, not
 # another rounding of it.
@@ -298,12 +300,7 @@ def check_input_variants(session: Session, module, program, args, kwargs) -> Non
                     # The control: the example itself, run by both at this point of the sequence. A
                     # model that keeps state or draws random numbers differs there too, and then the
                     # variant's outputs say nothing about its dtype or layout.
-                    control = compare_on(module, runnable, args, kwargs)
-                    if (
-                        control.mismatch is None
-                        and control.eager_error is None
-                        and control.program_error is None
-                    ):
+                    if compare_on(module, runnable, args, kwargs).agrees:
                         differ[variant.axis].append(
                             f"{given}: both run, and the outputs differ: {outcome.mismatch}"
                         )

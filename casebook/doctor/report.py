@@ -40,11 +40,6 @@ EXPLAINS = {
     "data-write-dropped": {"parity-mismatch"},
 }
 
-# Entries met by more than one step for one cause (a check input the program refuses for its
-# layout, and the doctor's own probe of that layout): one finding, the strongest, with the others'
-# evidence.
-ONE_FINDING_PER_CAUSE = frozenset({"example-dtype-assumed", "example-layout-assumed"})
-
 UNCLASSIFIED = "unclassified"
 # Entries that name what was seen, not why: however sure the sighting, a cause goes before them.
 SYMPTOMS = frozenset({"parity-mismatch"})
@@ -320,14 +315,7 @@ class Report:
         self.findings.sort(key=_order_key)
 
     def fold_symptoms(self) -> None:
-        """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it,
-        and a cause several steps met (`ONE_FINDING_PER_CAUSE`) is one finding."""
-        for kind in ONE_FINDING_PER_CAUSE:
-            same = [f for f in self.findings if f.kind == kind]  # in report order: the reader's inputs first
-            for other in same[1:]:
-                same[0].evidence += [line for line in other.evidence if line not in same[0].evidence]
-                same[0].strengthen(other.strength, other.basis)  # the strongest basis stays
-                self.findings.remove(other)
+        """Root causes first: a finding another one explains (`EXPLAINS`) becomes evidence of it."""
         for cause in [f for f in self.findings if f.kind in EXPLAINS]:
             symptoms = [f for f in self.findings if f.kind in EXPLAINS[cause.kind]]
             for symptom in symptoms:
