@@ -1226,3 +1226,9 @@ UNSEEN.update(PACKAGES)
 from doctor_unseen_layouts import LAYOUTS  # noqa: E402
 
 UNSEEN.update(LAYOUTS)
+
+# Aten operators whose output size depends on the data (tests/doctor_unseen_aten.py, 2026-12-02),
+# written before any code that handles them.
+from doctor_unseen_aten import ATEN  # noqa: E402
+
+UNSEEN.update(ATEN)
