@@ -274,6 +274,21 @@ ENTRIES: tuple[Entry, ...] = (
         "(`Dim(..., min=..., max=...)`, `Dim.AUTO`)",
         page="constant_tensors",
     ),
+    Entry(
+        id="shape-cache-pins-dims",
+        group="dynamic-dims",
+        title="A shape the model cached in an eager call pins the dimensions declared dynamic",
+        label="yolo-shape-cache-pins-dims",
+        stages=("export", "strict"),
+        means="`forward` keeps a cache keyed by a shape (`if self.shape != x.shape: ...; self.shape = "
+        "x.shape`, as Ultralytics' `Detect` head does); after an eager call the cached `torch.Size` "
+        "equals the example's, export records each equal size as a guard, and every dimension declared "
+        "dynamic is pinned to the example ('Constraints violated', suggested fix `height = 320`); which "
+        "dimensions are pinned depends on the last shape eager ran",
+        fix="export a model whose cache is empty (a fresh one, or reset the cached shape: Ultralytics' "
+        "`Detect.shape = None`), or switch the cache off for export (Ultralytics: `Detect.dynamic = True`)",
+        page="ultralytics_yolo11",
+    ),
     # ---------------------------------------------------------------- pytrees
     Entry(
         id="cache-output",
@@ -485,6 +500,30 @@ ENTRIES: tuple[Entry, ...] = (
         "what its outputs look like",
         fix="`register_fake` (`@my_op.register_fake` or `torch.library.register_fake`); an output size "
         "that depends on the data comes from `torch.library.get_ctx().new_dynamic_size()`",
+        page="custom_operators",
+    ),
+    Entry(
+        id="aten-op-without-kernel",
+        group="operators",
+        title="An operator of PyTorch's own (aten) that export cannot trace",
+        message="does not have a meta kernel that supports dynamic output shapes",
+        raised_as="`DynamicOutputShapeException` with the operator's name only (non-strict export; "
+        "`UnsupportedOperatorException` for one with no fake kernel at all); strict: `Unsupported`",
+        exceptions=(
+            "torch._subclasses.fake_tensor.DynamicOutputShapeException",
+            "torch._subclasses.fake_tensor.UnsupportedOperatorException",
+            UNSUPPORTED,
+        ),
+        # Non-strict export's message is the operator's name alone ("aten.linalg_lstsq.default").
+        pattern=r"^aten\.\w+\.\w+(\s|$)|Operator `aten\.\w+\.\w+` does not have a meta kernel that supports "
+        r"dynamic output shapes",
+        stages=("export", "strict"),
+        means="the operator is PyTorch's own, not one you registered: its output size depends on the data "
+        "(the operator is tagged `dynamic_output_shape`: `linalg_lstsq`'s residuals, `_ctc_loss`'s "
+        "intermediate) and PyTorch has no fake kernel that says what the output looks like",
+        fix="an operator that traces for the same job (`torch.linalg.solve` for a square system); where "
+        'there is none, `torch.library.register_fake("aten::op", fake, lib=library)` in a library you '
+        "own, checked with `torch.library.opcheck` (it applies to every trace in the process)",
         page="custom_operators",
     ),
     Entry(

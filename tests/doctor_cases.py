@@ -312,6 +312,21 @@ class CachesGridByShape(nn.Module):
         return x + self.grid
 
 
+class LeastSquares(nn.Module):
+    """`torch.linalg.lstsq`, an aten operator whose output size depends on the data, with no kernel
+    export can trace."""
+
+    def forward(self, a, b):
+        return torch.linalg.lstsq(a, b).solution
+
+
+def _after_one_call(model: nn.Module, x: torch.Tensor) -> nn.Module:
+    """The model after an eager call on ``x``, the reader's check that it runs: its caches filled."""
+    with torch.no_grad():
+        model(x)
+    return model
+
+
 class CountsCallsThroughData(nn.Module):
     """A call counter kept in a buffer and advanced through `.data`, the way older code updates state
     without autograd seeing it (non-strict export refuses it, strict export drops the write)."""
@@ -804,6 +819,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     "numpy-in-forward": lambda: {"model": UsesNumpy(), "args": (torch.rand(3),)},
     "constant-mutated": lambda: {"model": MutatesAttribute(), "args": (torch.rand(4),)},
     "fake-tensors-left-in-model": lambda: {"model": CachesGridByShape(), "args": (torch.rand(2, 5),)},
+    "shape-cache-pins-dims": lambda: {
+        "model": _after_one_call(CachesGridByShape(), torch.rand(2, 5)),
+        "args": (torch.rand(2, 5),),
+        "dynamic_shapes": ({1: Dim("length")},),
+    },
     "data-write-dropped": lambda: {
         "model": CountsCallsThroughData(),
         "args": (torch.ones(3),),
@@ -811,6 +831,10 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     },
     "fake-constant": lambda: {"model": CountsCallsThroughData(), "args": (torch.ones(3),)},
     "custom-op-without-fake": lambda: {"model": BoxAreas(), "args": (_boxes()[0],)},
+    "aten-op-without-kernel": lambda: {
+        "model": LeastSquares(),
+        "args": (torch.rand(6, 3), torch.rand(6, 1)),
+    },
     "operator-without-fake": lambda: {
         "model": NearestDistance(torch.ops.casebook_tests.pairwise_distance),
         "args": _points(),

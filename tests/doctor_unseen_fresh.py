@@ -148,7 +148,8 @@ class PerspectiveCoeffs(nn.Module):
     2.14.1: eager runs. Strict export raises `torch._dynamo.exc.Unsupported: Dynamic shape operator
     (no meta kernel) ... Operator `aten.linalg_lstsq.default` does not have a meta kernel that
     supports dynamic output shapes`; non-strict raises `DynamicOutputShapeException:
-    aten.linalg_lstsq.default`. An aten operator, not one the user registered: unclassified."""
+    aten.linalg_lstsq.default`. An aten operator, not one the user registered: unclassified while
+    the catalog had no entry for those, `aten-op-without-kernel` since."""
 
     def forward(self, startpoints, endpoints):
         one, zero = torch.ones(()), torch.zeros(())
@@ -292,7 +293,8 @@ FRESH_A = {
     ),
     "lstsq-no-meta-kernel": Unseen(
         "pytorch/pytorch#114353",
-        "unclassified",
+        # was "unclassified" until the catalog had an entry for aten operators (2026-12-02)
+        "aten-op-without-kernel",
         lambda: dict(
             model=PerspectiveCoeffs(),
             args=(

@@ -7,7 +7,8 @@ Both come from one pattern, a cache that ``forward`` writes on the module, keyed
 self.strides = ...; self.shape = shape``). The catalog had no entry for either; until it has, the
 right answer is "not in the book's catalog" (``unclassified``), and a case moves to the entry the day
 one is written (`fake-anchors-left-in-model` did: `fake-tensors-left-in-model`, with the doctor's
-check of the model's attributes before and after export).
+check of the model's attributes before and after export; `shape-cache-pins-dims` did: the entry of the
+same name, with the doctor's export of a copy whose cached shapes are forgotten).
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ PACKAGES: dict[str, Unseen] = {
     # pinned to the example (batch = 2 here).
     "shape-cache-pins-dims": Unseen(
         "ultralytics/ultralytics#20370",
-        "unclassified",
+        # was "unclassified" (a wrong page, constraints-violated 'confirmed' by making the batch static)
+        # until the entry and the doctor's export of a copy with the cached shape forgotten
+        "shape-cache-pins-dims",
         _cache_pins_dims,
-        missed="wrong page: names constraints-violated, 'confirmed' by making the batch static, for a "
-        "comparison with a cached shape (`if self.shape != y.shape`), which draft_export's user line shows",
     ),
 }

@@ -15,6 +15,7 @@ from .frames import Frame, draft_frames, error_frames
 from .provenance import SIZES, VALUES, observer_behind, origin_at, origin_in_failed_trace
 from .report import CONFIRMED, EVIDENCE, MESSAGE_ONLY, NOT_IN_CATALOG_TITLE, Finding
 from .session import Session, first_line
+from .shape_cache import check_shape_cache
 
 # Evidence lists are for reading: beyond this many extra sites, say how many more there are.
 MAX_EXTRA_SITES = 8
@@ -69,10 +70,14 @@ def export(
     def export_with(spec):
         return try_export(module, args, kwargs, spec, strict)
 
+    def export_copy(forgetful):
+        return try_export(forgetful, args, kwargs, dynamic_shapes, strict)
+
     if compare:
         program = export_other_mode(session, module, args, kwargs, dynamic_shapes, not strict, finding)
         if program is not None:
             refine_by_origin(finding, program)  # the other mode's program holds the read too
+            check_shape_cache(session, finding, module, export_copy)
             confirm_with_suggested_fixes(session, finding, dynamic_shapes, export_with)
             session.report.order()
             return program
@@ -83,6 +88,7 @@ def export(
     else:
         session.skip("draft_export", "draft=False")
     refine_by_origin(finding)  # when no program got past the error
+    check_shape_cache(session, finding, module, export_copy)
     confirm_with_suggested_fixes(session, finding, dynamic_shapes, export_with)
     session.report.order()  # the findings' strengths may have changed
     return None
@@ -91,6 +97,8 @@ def export(
 def _classified(session: Session, error: BaseException, stage: str, module) -> Finding:
     """The export error's finding; one raised inside a quantization observer goes to that entry."""
     finding = session.classified(error, stage, "export")
+    if finding.kind == "aten-op-without-kernel":
+        _read_aten_operator(finding, str(error))
     observer = observer_behind(error, module)
     if observer is not None:
         finding.evidence.insert(1, f"raised inside the quantization observer {observer}")
@@ -100,6 +108,32 @@ def _classified(session: Session, error: BaseException, stage: str, module) -> F
             basis=f"the stack shows the error raised inside the quantization observer {observer}",
         )
     return finding
+
+
+_ATEN_OP = re.compile(r"aten\.(\w+)\.(\w+)")
+
+
+def _read_aten_operator(finding: Finding, message: str) -> None:
+    """Evidence for an aten operator without a traceable kernel: the operator the message names is
+    PyTorch's own, and tagged as one whose output size depends on the data when it is."""
+    match = _ATEN_OP.search(message)
+    packet = getattr(torch.ops.aten, match.group(1), None) if match else None
+    overload = getattr(packet, match.group(2), None) if packet is not None else None
+    if overload is None:
+        return
+    name = f"torch.ops.aten.{match.group(1)}.{match.group(2)}"
+    tagged = torch.Tag.dynamic_output_shape in overload.tags
+    finding.evidence.insert(
+        1,
+        f"{name} is PyTorch's own operator"
+        + (", tagged `dynamic_output_shape`: its output size depends on the data" if tagged else ""),
+    )
+    finding.strengthen(
+        EVIDENCE,
+        f"the doctor looked {name} up: an aten operator"
+        + (" tagged `dynamic_output_shape`" if tagged else "")
+        + ", not one registered by your code",
+    )
 
 
 def export_other_mode(session: Session, module, args, kwargs, dynamic_shapes, strict: bool, finding: Finding):
@@ -343,10 +377,13 @@ def _draft_finding(key: str, failure) -> Finding:
 
 
 def _missing_fake_entry(op: str) -> str:
-    """The catalog entry for an operator without a fake kernel: a `custom_op` or a dispatcher one."""
+    """The catalog entry for an operator without a fake kernel: PyTorch's own, a `custom_op` or a
+    dispatcher one."""
     from torch._library.custom_ops import OPDEFS
 
     namespace, name = (op.split(".") + ["", ""])[:2]
+    if namespace == "aten":
+        return "aten-op-without-kernel"
     return "custom-op-without-fake" if f"{namespace}::{name}" in OPDEFS else "operator-without-fake"
 
 
