@@ -5,7 +5,8 @@ its input), ``example_inputs()`` and ``export_arguments(dynamic)``. What differs
 one family (an example size, a tolerance, an input the eager model refuses in its own way, how its
 random weights were calibrated) is written once, in `PARAMS`, over the family's defaults, the way
 torchvision's tests keep ``_model_params``. The detection zoo, the Faster R-CNN case study's model,
-the shipping pages' classifier, the doctor's page and the YOLO11 case study build their models here.
+the shipping pages' classifier, the doctor's page and the YOLO11 case study build their models here; the RF-DETR case study's
+model has its record too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from ..detection_parity import TOLERANCES
 from .classifiers import IMAGE_SIZE, mobilenet_v3_small_calibrated, photo_batch
 from .images import load_image
 from .random_weights import DETECTORS, random_detector
+from .rfdetr_nano import RESOLUTION as RFDETR_RESOLUTION
+from .rfdetr_nano import photos as rfdetr_photos
+from .rfdetr_nano import rfdetr_nano
 from .ultralytics_yolo import photos, yolo11n
 
 DETECTOR_DEFAULTS: Mapping[str, Any] = {
@@ -75,7 +79,13 @@ class ModelRecord:
 
     def export_arguments(self, dynamic: bool = False) -> dict[str, Any]:
         """``torch.export.export`` keywords besides the model and inputs: ``dynamic_shapes`` when
-        ``dynamic``, else none (a static program)."""
+        ``dynamic``, else none (a static program). A ValueError for ``dynamic`` on a model the book
+        exports only statically."""
+        if dynamic and self._dynamic_shapes is None:
+            raise ValueError(
+                f"{self.name} has no dynamic export in the book (its page says why); "
+                "call export_arguments() for its static program"
+            )
         return {"dynamic_shapes": self._dynamic_shapes} if dynamic else {}
 
 
@@ -119,6 +129,17 @@ MODELS: Mapping[str, ModelRecord] = {
         _dynamic_shapes=(
             {0: Dim("batch", max=16), 2: 32 * Dim("h32", min=2, max=40), 3: 32 * Dim("w32", min=2, max=40)},
         ),
+    ),
+    # RF-DETR nano from Roboflow's package (case_studies/rfdetr_nano): static, one program per size;
+    # its dynamic height and width need casebook.patches.rfdetr and still pin the size (the page)
+    "rfdetr_nano": ModelRecord(
+        "rfdetr_nano",
+        "rfdetr DETR",
+        (RFDETR_RESOLUTION, RFDETR_RESOLUTION),
+        "none: the random network's scores and boxes already differ from photo to photo (the page)",
+        _build=rfdetr_nano,
+        _example_inputs=lambda: (rfdetr_photos(RFDETR_RESOLUTION)[:1],),
+        _dynamic_shapes=None,
     ),
 }
 
