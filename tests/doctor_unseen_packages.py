@@ -9,11 +9,16 @@ right answer is "not in the book's catalog" (``unclassified``), and a case moves
 one is written (`fake-anchors-left-in-model` did: `fake-tensors-left-in-model`, with the doctor's
 check of the model's attributes before and after export; `shape-cache-pins-dims` did: the entry of the
 same name, with the doctor's export of a copy whose cached shapes are forgotten).
+
+Two more from RF-DETR (``rfdetr==1.11.2``, case_studies/rfdetr_nano, 2026-12-03), written with the
+doctor's verdicts before any code handles them: its position encoding's cache keyed by
+``tuple(mask.shape)``, and its backbone's position embedding resized to ``int()`` of a derived size.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.export import Dim
 from unseen_case import Unseen
@@ -58,6 +63,38 @@ def _cache_pins_dims() -> dict:
     )
 
 
+class SizeKeyedGridCache(nn.Module):
+    """A coordinate grid cached in a dict keyed by the input's height and width, as RF-DETR's
+    ``PositionEmbeddingSine`` keys its cache by ``tuple(mask.shape)``."""
+
+    def __init__(self):
+        super().__init__()
+        self._grids = {}
+
+    def forward(self, x):
+        key = tuple(x.shape[-2:])
+        grid = self._grids.get(key)
+        if grid is None:
+            rows, cols = key
+            grid = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")).float()
+            self._grids[key] = grid
+        return x + grid.sum(0)
+
+
+class PositionGridResizedByInt(nn.Module):
+    """Learned position embeddings resized to the input's patch grid, with the grid's size passed
+    through ``int()`` (Transformers' ``torch_int`` outside ``torch.jit`` tracing), as RF-DETR's DINOv2
+    backbone does."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Parameter(torch.rand(1, 4, 6, 6))
+
+    def forward(self, x):
+        grid = (int(x.shape[-2] // 16), int(x.shape[-1] // 16))
+        return x[:, :, ::16, ::16] + F.interpolate(self.pos, size=grid, mode="bicubic")
+
+
 PACKAGES: dict[str, Unseen] = {
     # pytorch/pytorch#155114 ("After torch.export.export, my model inference results in FakeTensor"),
     # met on Ultralytics YOLO11 (case_studies/ultralytics_yolo11): export of a fresh model writes its
@@ -78,5 +115,33 @@ PACKAGES: dict[str, Unseen] = {
         # until the entry and the doctor's export of a copy with the cached shape forgotten
         "shape-cache-pins-dims",
         _cache_pins_dims,
+    ),
+    # pytorch/pytorch#185190 (2026-05: "symbolic SymInts keep raising TypeError"; hashing them is
+    # refused on purpose), met on RF-DETR's position encoding (rfdetr/models/position_encoding.py:117):
+    # a cache keyed by sizes fails a dynamic export with "unhashable type: non-nested SymInt". No
+    # catalog entry yet, so the right answer is "not in the book's catalog".
+    "size-keyed-cache-unhashable": Unseen(
+        "pytorch/pytorch#185190",
+        "unclassified",
+        lambda: dict(
+            model=SizeKeyedGridCache().eval(),
+            args=(torch.rand(1, 3, 8, 12),),
+            dynamic_shapes=({2: Dim("h", min=2, max=64), 3: Dim("w", min=2, max=64)},),
+        ),
+    ),
+    # pytorch/pytorch#138853 ("Using int(shape) in export would result in silent specialization") with
+    # derived dimensions (pytorch/pytorch#181097: their guards surface only at run time), met on
+    # RF-DETR's backbone: export returns a program whose range says 32..640 and which refuses every
+    # size but the example's (Guard failed: x.size()[2] // 16 == 6).
+    "int-of-derived-size": Unseen(
+        "pytorch/pytorch#138853",
+        "size-pinned-by-int",
+        lambda: dict(
+            model=PositionGridResizedByInt().eval(),
+            args=(torch.rand(1, 4, 96, 128),),
+            dynamic_shapes=({2: 16 * Dim("h16", min=2, max=40), 3: 16 * Dim("w16", min=2, max=40)},),
+        ),
+        missed="wrong page: names static-dim-guard (message only) for int() of a derived size, whose "
+        "guard has no math.trunc to match size-pinned-by-int",
     ),
 }
