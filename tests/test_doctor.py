@@ -409,3 +409,21 @@ def test_the_command_line_does_not_import_the_notebook_display():
     code = "import sys, casebook.doctor.__main__; print(sorted(m for m in sys.modules if m.startswith('IPython')))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+class CropGridByInt(nn.Module):
+    """`int()` of a size derived from a `8 * Dim` dimension: the program's range admits every
+    multiple of 8 and a guard on `// 8` admits only the example's."""
+
+    def forward(self, x):
+        cells = int(x.shape[-1] // 8)
+        return x[..., ::8] * torch.arange(cells, dtype=x.dtype)
+
+
+def test_a_derived_dimension_is_tried_at_another_multiple_and_its_pin_is_named_with_evidence():
+    report = diagnose(CropGridByInt(), (torch.rand(2, 48),), dynamic_shapes=({1: 8 * Dim("cells", max=32)},))
+    assert report.kinds() == ["size-pinned-by-int"], str(report)
+    finding = report.findings[0]
+    assert finding.strength == "evidence"
+    assert "`x.shape[1]` = 72" in finding.evidence[0]  # 8 * (6 + 3): a multiple the range admits
+    assert "8*s" in finding.basis and "a guard refuses it" in finding.basis

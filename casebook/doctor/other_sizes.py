@@ -5,11 +5,14 @@ that turned the size into a Python number (`int(x.shape[-2] / 2)`) leaves a guar
 value (`math.trunc(x.size()[2] / 2) == 16`), and nothing in the range says so. The doctor runs eager
 and the program with each dynamic size half again the example's (as much smaller at the top of the
 range), every input that shares the symbol changed together: where eager runs and the program
-refuses, or the two differ, the dimension is not as dynamic as it looks.
+refuses, or the two differ, the dimension is not as dynamic as it looks. A derived dimension
+(`16*s0`) is tried at the multiple of its symbol's probe size, so the program's own range admits it;
+a guard that refuses such a size (`x.size()[2] // 16 == 6`) pins the dimension as `int()` does.
 """
 
 from __future__ import annotations
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -18,7 +21,7 @@ from ..introspect import symbol_range
 from ..parity import compare_outputs
 from .program_shapes import dimension_results, requested_dims
 from .program_steps import run_on_copies
-from .report import Finding
+from .report import EVIDENCE, Finding
 from .session import Session, first_line
 
 
@@ -39,29 +42,50 @@ def _resized(tensor: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     return torch.cat([tensor, extra], dim)
 
 
+def _symbol_and_factor(expression: str) -> tuple[str, int] | None:
+    """`("s0", 16)` for a dimension the program holds as `16*s0`, `("s0", 1)` for a plain `s0`;
+    None for anything else (`s0 + 1`, `2*s0*s1`), which the probe does not try."""
+    parsed = sympy.sympify(expression)
+    if isinstance(parsed, sympy.Symbol):
+        return str(parsed), 1
+    factor, rest = parsed.as_coeff_Mul()
+    if isinstance(rest, sympy.Symbol) and factor.is_Integer and int(factor) > 1:
+        return str(rest), int(factor)
+    return None
+
+
+# A guard met at a size the program's range admits is not a static size asked for at export (what
+# static-dim-guard means): the dimension is a symbol with that range, and a guard holds it anyway.
+_PINNED_WHILE_DYNAMIC = ("static-dim-guard",)
+
+
 def check_another_size(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
     with session.step("another size") as record:
         if not session.ran_clean:
             record.detail = "not tried, the program failed on the example"
             return
-        by_symbol: dict[str, list] = {}
+        by_symbol: dict[str, list] = {}  # symbol -> [(requested dimension, its multiple of the symbol)]
         for result in dimension_results(program, requested_dims(module, args, kwargs, dynamic_shapes)):
-            # a plain symbol, not 32*s1
-            if result.static_size is None and symbol_range(program, result.symbol) is not None:
-                by_symbol.setdefault(result.symbol, []).append(result.requested)
+            held = None if result.static_size is not None else _symbol_and_factor(result.symbol)
+            if held is not None and symbol_range(program, held[0]) is not None:
+                by_symbol.setdefault(held[0], []).append((result.requested, held[1]))
         runnable = program.module() if by_symbol else None  # unlifted once, for every probe
         refused, differ, undecided = [], [], 0
+        ranges: dict[str, str] = {}  # probe label -> the range that admits it
         for symbol, wants in by_symbol.items():
             lower, upper = symbol_range(program, symbol)
-            size = _probe_size(wants[0].example_size, lower, upper)
-            if size is None:
+            first, factor = wants[0]
+            value = _probe_size(first.example_size // factor, lower, upper)
+            if value is None:
                 continue
             values, structure = pytree.tree_flatten((args, kwargs))
             values = list(values)
-            for want in wants:
-                values[want.leaf] = _resized(values[want.leaf], want.dim, size)
+            for want, multiple in wants:
+                values[want.leaf] = _resized(values[want.leaf], want.dim, multiple * value)
             probe_args, probe_kwargs = pytree.tree_unflatten(values, structure)
-            label = ", ".join(f"`{want.label}`" for want in wants) + f" = {size}"
+            label = ", ".join(f"`{want.label}` = {multiple * value}" for want, multiple in wants)
+            held = f"{factor}*{symbol}, " if factor > 1 else ""
+            ranges[label] = f"{held}{symbol} in [{lower}, {'∞' if upper is None else upper}]"
             try:
                 expected = run_on_copies(module, probe_args, probe_kwargs)
             except Exception:  # the model does not take this size: counted in the step's detail
@@ -87,7 +111,15 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
         finding = session.classified(error, "run", "another size", context=f"at {label}, where eager runs:")
         if finding.kind == "unclassified":
             session.report.notes.append(f"at {label} eager runs and the program raises `{first_line(error)}`")
-        else:
-            session.add(finding)
+            continue
+        basis = (
+            f"the program's range admits {label} ({ranges[label]}) and a guard refuses it: "
+            "the dimension is held to the example's by code, not by its range"
+        )
+        if finding.kind in _PINNED_WHILE_DYNAMIC:
+            finding.reclassify(catalog.entry("size-pinned-by-int"), strength=EVIDENCE, basis=basis)
+        elif finding.kind == "size-pinned-by-int":
+            finding.strengthen(EVIDENCE, basis)
+        session.add(finding)
     if differ:
         session.add(Finding.from_entry(catalog.entry("parity-mismatch"), differ, "parity"))
