@@ -419,6 +419,21 @@ ENTRIES: tuple[Entry, ...] = (
         page="non_module_callables",
     ),
     Entry(
+        id="size-keyed-cache",
+        group="code",
+        title="A cache keyed by the input's sizes",
+        message="unhashable type: non-nested SymInt",
+        raised_as="`TypeError` from `torch.export.export` (non-strict)",
+        exceptions=("TypeError",),
+        stages=("export",),
+        means="the code looks up a dict (a cache of position encodings or grids, `self.cache.get(tuple(x.shape))`, "
+        "`key in self.cache`) with a key built from sizes; a dynamic size is a `SymInt`, which cannot be "
+        "hashed, so the lookup raises before anything is traced",
+        fix="skip the cache while exporting: compute the value when `torch.compiler.is_compiling()` is true "
+        "(as a patch, `casebook.patches`, when the code is a package's)",
+        page="rfdetr_nano",
+    ),
+    Entry(
         id="tolist-float",
         group="code",
         title="Float tensor values leave the graph as Python numbers (strict export)",

@@ -737,6 +737,23 @@ def _apart_boxes(count: int) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
+class EncodingCachedBySize(nn.Module):
+    """A sine position encoding cached by the feature map's sizes, tested with `in` as SAM 2's
+    ``PositionEmbeddingSine`` does (``if cache_key in self.cache``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        cache_key = (x.shape[-2], x.shape[-1])
+        if cache_key not in self.cache:
+            rows = torch.arange(x.shape[-2], dtype=x.dtype)[:, None]
+            cols = torch.arange(x.shape[-1], dtype=x.dtype)[None, :]
+            self.cache[cache_key] = torch.sin(rows / 10) + torch.cos(cols / 10)
+        return x + self.cache[cache_key]
+
+
 # ------------------------------------------------------------------ outside the catalog
 class ReadsDataPointer(nn.Module):
     """A custom-kernel wrapper that checks alignment through `data_ptr()`, which fake tensors refuse
@@ -814,6 +831,11 @@ REPRODUCTIONS: dict[str, Callable[[], dict]] = {
     )[1],
     "structseq-output": lambda: {"model": TopScores(), "args": (torch.rand(2, 10),)},
     "non-module-callable": lambda: {"model": Predictor().predict, "args": (torch.rand(2, 4),)},
+    "size-keyed-cache": lambda: {
+        "model": EncodingCachedBySize(),
+        "args": (torch.rand(1, 4, 6, 10),),
+        "dynamic_shapes": ({2: Dim("h", min=2, max=64), 3: Dim("w", min=2, max=64)},),
+    },
     "tolist-float": lambda: {"model": FloatsToPython(), "args": (torch.rand(3, 2),), "strict": True},
     "skipped-function": lambda: {"model": CallerDepth(), "args": (torch.rand(3),), "strict": True},
     "numpy-in-forward": lambda: {"model": UsesNumpy(), "args": (torch.rand(3),)},

@@ -118,11 +118,11 @@ PACKAGES: dict[str, Unseen] = {
     ),
     # pytorch/pytorch#185190 (2026-05: "symbolic SymInts keep raising TypeError"; hashing them is
     # refused on purpose), met on RF-DETR's position encoding (rfdetr/models/position_encoding.py:117):
-    # a cache keyed by sizes fails a dynamic export with "unhashable type: non-nested SymInt". No
-    # catalog entry yet, so the right answer is "not in the book's catalog".
+    # a cache keyed by sizes fails a dynamic export with "unhashable type: non-nested SymInt".
     "size-keyed-cache-unhashable": Unseen(
         "pytorch/pytorch#185190",
-        "unclassified",
+        # was "unclassified" (right while the catalog had no entry for it)
+        "size-keyed-cache",
         lambda: dict(
             model=SizeKeyedGridCache().eval(),
             args=(torch.rand(1, 3, 8, 12),),
