@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 from .. import catalog
 from ..introspect import symbol_range
 from ..parity import compare_outputs
-from .program_shapes import dimension_results, requested_dims
+from .program_shapes import dimension_results, range_text, requested_dims
 from .program_steps import run_on_copies
 from .report import EVIDENCE, Finding
 from .session import Session, first_line
@@ -54,11 +54,6 @@ def _symbol_and_factor(expression: str) -> tuple[str, int] | None:
     return None
 
 
-# A guard met at a size the program's range admits is not a static size asked for at export (what
-# static-dim-guard means): the dimension is a symbol with that range, and a guard holds it anyway.
-_PINNED_WHILE_DYNAMIC = ("static-dim-guard",)
-
-
 def check_another_size(session: Session, module, program, args, kwargs, dynamic_shapes) -> None:
     with session.step("another size") as record:
         if not session.ran_clean:
@@ -70,8 +65,7 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
             if held is not None and symbol_range(program, held[0]) is not None:
                 by_symbol.setdefault(held[0], []).append((result.requested, held[1]))
         runnable = program.module() if by_symbol else None  # unlifted once, for every probe
-        refused, differ, undecided = [], [], 0
-        ranges: dict[str, str] = {}  # probe label -> the range that admits it
+        refused, differ, undecided = [], [], 0  # refused: (label, the range that admits it, error)
         for symbol, wants in by_symbol.items():
             lower, upper = symbol_range(program, symbol)
             first, factor = wants[0]
@@ -84,8 +78,8 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
                 values[want.leaf] = _resized(values[want.leaf], want.dim, multiple * value)
             probe_args, probe_kwargs = pytree.tree_unflatten(values, structure)
             label = ", ".join(f"`{want.label}` = {multiple * value}" for want, multiple in wants)
-            held = f"{factor}*{symbol}, " if factor > 1 else ""
-            ranges[label] = f"{held}{symbol} in [{lower}, {'∞' if upper is None else upper}]"
+            derived = f"{factor}*{symbol}, " if factor > 1 else ""
+            admits = f"{derived}{symbol} in {range_text(lower, upper)}"
             try:
                 expected = run_on_copies(module, probe_args, probe_kwargs)
             except Exception:  # the model does not take this size: counted in the step's detail
@@ -95,11 +89,11 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
                 compare_outputs(expected, run_on_copies(runnable, probe_args, probe_kwargs))
             except AssertionError as error:
                 if "Guard failed" in str(error):
-                    refused.append((label, error))
+                    refused.append((label, admits, error))
                 else:
                     differ.append(f"at {label}: {first_line(error)}")
             except Exception as error:
-                refused.append((label, error))
+                refused.append((label, admits, error))
         record.detail = (
             f"{len(by_symbol)} dynamic size(s) tried at 1.5 times the example's"
             + (f", {len(refused) + len(differ)} not like eager" if refused or differ else "")
@@ -107,16 +101,18 @@ def check_another_size(session: Session, module, program, args, kwargs, dynamic_
         )
         if refused or differ:
             record.outcome = "failed"
-    for label, error in refused:
+    for label, admits, error in refused:
         finding = session.classified(error, "run", "another size", context=f"at {label}, where eager runs:")
         if finding.kind == "unclassified":
             session.report.notes.append(f"at {label} eager runs and the program raises `{first_line(error)}`")
             continue
         basis = (
-            f"the program's range admits {label} ({ranges[label]}) and a guard refuses it: "
+            f"the program's range admits {label} ({admits}) and a guard refuses it: "
             "the dimension is held to the example's by code, not by its range"
         )
-        if finding.kind in _PINNED_WHILE_DYNAMIC:
+        # static-dim-guard means a size made static at export; this dimension is a symbol whose range
+        # admits the size, and a guard holds it anyway
+        if finding.kind == "static-dim-guard":
             finding.reclassify(catalog.entry("size-pinned-by-int"), strength=EVIDENCE, basis=basis)
         elif finding.kind == "size-pinned-by-int":
             finding.strengthen(EVIDENCE, basis)

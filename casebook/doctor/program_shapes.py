@@ -141,6 +141,11 @@ def requested_dims(model, args: tuple, kwargs: dict, dynamic_shapes) -> list[Req
     return found
 
 
+def range_text(lower: int | None, upper: int | None) -> str:
+    """A symbol's range as the doctor prints it: "[2, 40]", "[2, ∞]" when it has no upper end."""
+    return f"[{lower}, {'∞' if upper is None else upper}]"
+
+
 def dimension_results(
     program: torch.export.ExportedProgram, requested: list[RequestedDim]
 ) -> list[DimResult]:
@@ -161,7 +166,7 @@ def dimension_results(
             symbol = str(size.node.expr)
             bounds = symbol_range(program, symbol)
             lower, upper = bounds or (None, None)
-            text = f"[{lower}, {'∞' if upper is None else upper}]" if bounds is not None else ""
+            text = range_text(lower, upper) if bounds is not None else ""
             results.append(DimResult(want, None, symbol, text, lower))
         else:
             results.append(DimResult(want, int(size)))
